@@ -1,0 +1,45 @@
+/* hwbarr's C glue: what bindgen cannot turn into callable symbols
+ * (Open MPI macros such as OBJ_NEW/MCA_PML_CALL and static inline
+ * accessors), wrapped in plain functions. Our own code, not Open MPI's. */
+#ifndef HWBARR_SHIM_H
+#define HWBARR_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ompi_communicator_t;
+struct mca_coll_base_module_2_3_0_t;
+struct ompi_request_t;
+
+/* --- module object (an OBJ subclass of mca_coll_base_module_t) --- */
+/* Creates a module whose destructor hands `state` back to Rust. */
+struct mca_coll_base_module_2_3_0_t *hwb_module_new(void);
+void  hwb_module_set_state(struct mca_coll_base_module_2_3_0_t *m, void *state);
+void *hwb_module_state(struct mca_coll_base_module_2_3_0_t *m);
+void  hwb_obj_retain(void *obj);
+void  hwb_obj_release(void *obj);
+
+/* --- communicator accessors --- */
+int   hwb_comm_rank(struct ompi_communicator_t *comm);
+int   hwb_comm_size(struct ompi_communicator_t *comm);
+int   hwb_comm_is_inter(struct ompi_communicator_t *comm);
+/* 1 when some member lives on another node (no per-peer state is created). */
+int   hwb_comm_has_remote_peers(struct ompi_communicator_t *comm);
+uint32_t hwb_comm_cid(struct ompi_communicator_t *comm);
+const char *hwb_comm_name(struct ompi_communicator_t *comm);
+/* The barrier (and its module) installed before ours: our fallback. */
+typedef int (*hwb_barrier_fn)(struct ompi_communicator_t *, struct mca_coll_base_module_2_3_0_t *);
+void  hwb_comm_current_barrier(struct ompi_communicator_t *comm, hwb_barrier_fn *fn,
+                               struct mca_coll_base_module_2_3_0_t **module);
+
+/* --- point-to-point engine (MCA_PML_CALL) with MPI_BYTE buffers --- */
+int hwb_pml_send(const void *buf, size_t len, int dst, int tag, struct ompi_communicator_t *comm);
+int hwb_pml_recv(void *buf, size_t len, int src, int tag, struct ompi_communicator_t *comm);
+int hwb_pml_isend(const void *buf, size_t len, int dst, int tag, struct ompi_communicator_t *comm,
+                  struct ompi_request_t **req);
+int hwb_pml_irecv(void *buf, size_t len, int src, int tag, struct ompi_communicator_t *comm,
+                  struct ompi_request_t **req);
+/* Non-blocking completion test; on completion frees the request and sets *done. */
+int hwb_request_test(struct ompi_request_t **req, int *done);
+
+#endif

@@ -1,0 +1,139 @@
+//! The component Open MPI finds in `mca_coll_hwbarr.so`: the exported data
+//! symbol `mca_coll_hwbarr_component` and its entry points.
+
+use std::ffi::{c_char, c_int};
+use std::ptr::{addr_of, null_mut};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::ffi::{
+    self, mca_base_component_2_1_0_t, mca_base_component_data_2_0_0_t,
+    mca_coll_base_component_2_0_0_t, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm,
+};
+use crate::module::{self, guard, ModuleState};
+use crate::params;
+
+/// A C `char[N]` holding `s`, NUL-padded, built at compile time.
+const fn cname<const N: usize>(s: &str) -> [c_char; N] {
+    let b = s.as_bytes();
+    assert!(b.len() < N);
+    let mut out = [0 as c_char; N];
+    let mut i = 0;
+    while i < b.len() {
+        out[i] = b[i] as c_char;
+        i += 1;
+    }
+    out
+}
+
+const fn int(v: u32) -> c_int {
+    v as c_int
+}
+
+/// The component structure Open MPI's loader looks up by name.
+/// `static mut`: Open MPI takes it by non-const pointer.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static mut mca_coll_hwbarr_component: mca_coll_base_component_2_0_0_t = mca_coll_base_component_2_0_0_t {
+    collm_version: mca_base_component_2_1_0_t {
+        mca_major_version: int(ffi::MCA_BASE_VERSION_MAJOR),
+        mca_minor_version: int(ffi::MCA_BASE_VERSION_MINOR),
+        mca_release_version: int(ffi::MCA_BASE_VERSION_RELEASE),
+        mca_project_name: cname("ompi"),
+        mca_project_major_version: int(ffi::OMPI_MAJOR_VERSION),
+        mca_project_minor_version: int(ffi::OMPI_MINOR_VERSION),
+        mca_project_release_version: int(ffi::OMPI_RELEASE_VERSION),
+        mca_type_name: cname("coll"),
+        mca_type_major_version: 2,
+        mca_type_minor_version: 0,
+        mca_type_release_version: 0,
+        mca_component_name: cname("hwbarr"),
+        mca_component_major_version: 0,
+        mca_component_minor_version: 1,
+        mca_component_release_version: 0,
+        mca_open_component: None,
+        mca_close_component: None,
+        mca_query_component: None,
+        mca_register_component_params: Some(register),
+        mca_component_flags: 0,
+        reserved: [0; 28],
+    },
+    collm_data: mca_base_component_data_2_0_0_t { param_field: 0, reserved: [0; 32] },
+    collm_init_query: Some(init_query),
+    collm_comm_query: Some(comm_query),
+};
+
+fn component_ptr() -> *const ffi::mca_base_component_t {
+    // SAFETY: taking the address of our own static; no reference is formed.
+    unsafe { addr_of!(mca_coll_hwbarr_component.collm_version) }
+}
+
+unsafe extern "C" fn register() -> c_int {
+    // SAFETY: the pointer is our component's version block.
+    guard("register", ffi::ERROR, || unsafe { params::register(component_ptr()) })
+}
+
+/// True for the one process that speaks for the job (world rank 0, or a
+/// process not started by mpirun), so job-wide complaints print once.
+fn speaks_for_job() -> bool {
+    std::env::var("OMPI_COMM_WORLD_RANK").map(|r| r == "0").unwrap_or(true)
+}
+
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// At MPI_Init: check the prerequisites. An invalid parameter disables
+/// hwbarr for the job (reported once), and the job runs on without it.
+unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> c_int {
+    guard("init_query", ffi::ERROR, || {
+        let p = params::current();
+        if let Err(msg) = &p.algorithm {
+            if speaks_for_job() && !REPORTED.swap(true, Ordering::Relaxed) {
+                module::say(msg);
+            }
+            return ffi::ERROR;
+        }
+        if !cfg!(target_os = "linux") {
+            return ffi::ERROR;
+        }
+        ffi::SUCCESS
+    })
+}
+
+/// Per communicator: accept intra-communicators of 2 or more ranks that all
+/// live on this node; decline the rest so other components serve them.
+unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut Module {
+    guard("comm_query", null_mut(), || {
+        let p = params::current();
+        let Ok(requested) = p.algorithm else { return null_mut() };
+        if p.priority <= 0 {
+            return null_mut();
+        }
+        // SAFETY: Open MPI passes a live communicator under construction.
+        let (inter, size, rank, cid) = unsafe {
+            (ffi::hwb_comm_is_inter(comm) != 0, ffi::hwb_comm_size(comm), ffi::hwb_comm_rank(comm), ffi::hwb_comm_cid(comm))
+        };
+        let why_not = if inter {
+            Some("intercommunicator")
+        } else if size < 2 {
+            Some("fewer than 2 ranks")
+        // SAFETY: as above; looks only at procs Open MPI already has.
+        } else if unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0 {
+            Some("members on more than one node")
+        } else {
+            None
+        };
+        if let Some(why) = why_not {
+            if p.verbose >= 3 {
+                module::say(&format!("declining communicator cid {cid}: {why}"));
+            }
+            return null_mut();
+        }
+        let node = &*module::NODE;
+        let alg = module::choose(requested, size as usize, node.local_ranks > node.cores);
+        let m = module::new_module(ModuleState::new(comm, rank, size, cid, &p, alg));
+        if !m.is_null() {
+            // SAFETY: Open MPI passes a valid out-pointer.
+            unsafe { *priority = p.priority };
+        }
+        m
+    })
+}

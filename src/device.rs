@@ -1,0 +1,249 @@
+//! The node-local barrier device: one shared-memory segment per
+//! communicator holding the toggle wires and the DMA counters.
+//!
+//! The segment is an anonymous memfd, never a name in /dev/shm: the creator
+//! hands `(pid, fd)` to its peers, which open it through `/proc/<pid>/fd/<fd>`
+//! (the kernel allows that only to the same user, and we also chmod it 0600).
+//! Once every peer has mapped it the creator closes the fd, and the memory
+//! lives exactly as long as some rank maps it. So nothing can be left behind
+//! in /dev/shm or in the session directory, however the job ends (SIGKILL
+//! included), and no two communicators can ever meet in one segment by name.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+
+use crate::core::toggle::{Shape, Wires};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Line};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"HWBARR01");
+
+/// First line of the segment: what the creator put there, checked by
+/// every rank that attaches.
+#[repr(C)]
+struct Header {
+    magic: u64,
+    token: u64,
+    ranks: u64,
+    len: u64,
+}
+
+/// Byte offsets of the regions inside a segment for `n` ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub ranks: usize,
+    pub banks: usize,
+    input: usize,
+    banks_at: usize,
+    counters_at: usize,
+    pub len: usize,
+}
+
+impl Layout {
+    pub fn new(ranks: usize) -> Layout {
+        let line = std::mem::size_of::<Line<u64>>();
+        let banks = Shape::new(ranks).banks();
+        let input = line;
+        let banks_at = input + line;
+        let counters_at = banks_at + banks * line;
+        let end = counters_at + ranks * line;
+        let page = 4096;
+        Layout { ranks, banks, input, banks_at, counters_at, len: end.div_ceil(page) * page }
+    }
+}
+
+/// What a peer needs to attach to a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offer {
+    pub pid: u32,
+    pub fd: i32,
+    pub len: u64,
+    pub token: u64,
+}
+
+/// A mapped segment.
+pub struct Segment {
+    base: NonNull<u8>,
+    layout: Layout,
+    /// The creator's memfd, kept open only until every peer attached.
+    fd: Option<OwnedFd>,
+}
+
+// SAFETY: the mapping is plain shared memory accessed only through atomics;
+// it may be used and unmapped from any thread.
+unsafe impl Send for Segment {}
+// SAFETY: as above: `&Segment` only hands out references to atomics.
+unsafe impl Sync for Segment {}
+
+fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: a fresh shared mapping of a file we hold open; nothing else
+    // in this process aliases it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(NonNull::new(p.cast()).expect("mmap returned NULL"))
+}
+
+impl Segment {
+    /// Creates a zeroed segment for `ranks` ranks, stamped with `token`.
+    pub fn create(ranks: usize, token: u64) -> io::Result<Segment> {
+        let layout = Layout::new(ranks);
+        let name = CString::new("hwbarr").unwrap();
+        // SAFETY: memfd_create with a valid C string; the fd it returns is
+        // ours alone and goes straight into an OwnedFd.
+        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a valid, open fd that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let file = File::from(fd);
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        file.set_len(layout.len as u64)?;
+        let base = map(&file, layout.len)?;
+        let seg = Segment { base, layout, fd: Some(file.into()) };
+        // SAFETY: the header lies inside the fresh mapping, which no other
+        // process knows yet, and is suitably aligned (page start).
+        unsafe {
+            base.cast::<Header>().as_ptr().write(Header {
+                magic: MAGIC,
+                token,
+                ranks: ranks as u64,
+                len: layout.len as u64,
+            })
+        };
+        Ok(seg)
+    }
+
+    /// What peers need to attach (creator only).
+    pub fn offer(&self) -> Option<Offer> {
+        let fd = self.fd.as_ref()?;
+        Some(Offer {
+            pid: std::process::id(),
+            fd: fd.as_raw_fd(),
+            len: self.layout.len as u64,
+            token: self.token(),
+        })
+    }
+
+    /// Maps the segment a peer offered and checks that it is the one meant.
+    pub fn attach(offer: &Offer, ranks: usize) -> io::Result<Segment> {
+        let layout = Layout::new(ranks);
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+        if offer.len != layout.len as u64 {
+            return Err(bad("segment size does not match the communicator size"));
+        }
+        let path = format!("/proc/{}/fd/{}", offer.pid, offer.fd);
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
+        if file.metadata()?.len() != offer.len {
+            return Err(bad("segment has an unexpected size"));
+        }
+        let base = map(&file, layout.len)?;
+        let seg = Segment { base, layout, fd: None };
+        // SAFETY: the header lies at the start of the mapping just made.
+        let h = unsafe { base.cast::<Header>().as_ptr().read() };
+        if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
+            return Err(bad("segment is not this communicator's"));
+        }
+        Ok(seg)
+    }
+
+    /// Closes the creator's fd once every peer attached: from then on the
+    /// memory lives only in the ranks' mappings.
+    pub fn seal(&mut self) {
+        self.fd = None;
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn token(&self) -> u64 {
+        // SAFETY: the header is written before any Segment is handed out.
+        unsafe { self.base.cast::<Header>().as_ptr().read().token }
+    }
+
+    /// # Safety
+    /// `at + count * size_of::<T>()` must lie inside the mapping, aligned
+    /// for T, and the bytes must be valid T (zero is valid for atomics).
+    unsafe fn slice<T>(&self, at: usize, count: usize) -> &[T] {
+        std::slice::from_raw_parts(self.base.as_ptr().add(at).cast::<T>(), count)
+    }
+
+    /// The toggle barrier's wires.
+    pub fn wires(&self) -> Wires<'_> {
+        let l = &self.layout;
+        // SAFETY: Layout places the input line and the banks inside the
+        // mapping at 128-byte aligned offsets; memfd pages start zeroed,
+        // a valid value for atomics.
+        unsafe {
+            Wires {
+                banks: self.slice::<Line<AtomicU64>>(l.banks_at, l.banks),
+                input: &self.slice::<Line<AtomicU32>>(l.input, 1)[0].0,
+            }
+        }
+    }
+
+    /// The DMA-counter barrier's counters, one per rank.
+    pub fn counters(&self) -> &[Line<AtomicI32>] {
+        let l = &self.layout;
+        // SAFETY: as in `wires`: inside the mapping, aligned, zero-initialised.
+        unsafe { self.slice::<Line<AtomicI32>>(l.counters_at, l.ranks) }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: we mapped exactly this range; references handed out borrow
+        // `self`, so none outlive the mapping.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.layout.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{counter, toggle};
+
+    #[test]
+    fn layout_is_page_rounded_and_line_aligned() {
+        let l = Layout::new(8);
+        assert_eq!(l.len, 4096);
+        assert_eq!(l.banks_at % 128, 0);
+        assert_eq!(l.counters_at % 128, 0);
+        assert!(Layout::new(1000).len >= 128 * (1000 + 16 + 2));
+    }
+
+    #[test]
+    fn attach_sees_the_creators_memory_and_rejects_strangers() {
+        let n = 3;
+        let mut a = Segment::create(n, 42).unwrap();
+        let offer = a.offer().unwrap();
+        let b = Segment::attach(&offer, n).unwrap();
+        counter::arrive(a.counters(), 0);
+        assert_eq!(b.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 2);
+        let shape = toggle::Shape::new(n);
+        toggle::arrive(&shape, &b.wires(), 1);
+        assert_eq!(a.wires().banks[0].load(std::sync::atomic::Ordering::SeqCst), 0b10);
+        // Wrong token, wrong size: refused.
+        assert!(Segment::attach(&Offer { token: 7, ..offer }, n).is_err());
+        assert!(Segment::attach(&offer, n + 1).is_err());
+        a.seal();
+        assert!(Segment::attach(&offer, n).is_err(), "fd closed after seal");
+        // b still works after the creator's fd is gone.
+        counter::arrive(b.counters(), 1);
+        assert_eq!(a.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,164 @@
+//! hwbarr's MCA parameters (`coll_hwbarr_*`): registered with Open MPI's
+//! variable system so that `ompi_info --param coll hwbarr --level 9` lists
+//! them with their help strings, and settable as usual (`--mca`, env,
+//! param files).
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::fmt;
+use std::ptr::addr_of_mut;
+
+use crate::ffi::{
+    mca_base_component_t, mca_base_component_var_register, mca_base_var_info_lvl_t as Lvl,
+    mca_base_var_scope_t as Scope, mca_base_var_type_t as Ty,
+};
+
+/// Default priority: above coll/tuned (30), so installing hwbarr is enough
+/// for it to serve the barrier on the communicators it accepts.
+pub const DEFAULT_PRIORITY: c_int = 40;
+
+/// The barrier algorithm a communicator gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// TUC toggle-wire barrier on the node's shared-memory device.
+    Toggle,
+    /// Blue Gene DMA-counter barrier on the node's shared-memory device.
+    Counter,
+    /// coll/basic's linear barrier over the point-to-point engine.
+    Linear,
+    /// Pick from facts (ranks, oversubscription).
+    Auto,
+}
+
+impl Algorithm {
+    pub const VALID: &'static str = "toggle, counter, linear, auto";
+
+    /// Parses an `algorithm` value (case-insensitive); the error names the
+    /// valid values.
+    pub fn parse(s: &str) -> Result<Algorithm, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "toggle" => Ok(Algorithm::Toggle),
+            "counter" => Ok(Algorithm::Counter),
+            "linear" => Ok(Algorithm::Linear),
+            "auto" | "" => Ok(Algorithm::Auto),
+            _ => Err(format!(
+                "invalid value '{}' for MCA parameter coll_hwbarr_algorithm \
+                 (valid values: {}); hwbarr is disabled for this job, other components serve MPI_Barrier",
+                s,
+                Algorithm::VALID
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(match self {
+            Algorithm::Toggle => "toggle",
+            Algorithm::Counter => "counter",
+            Algorithm::Linear => "linear",
+            Algorithm::Auto => "auto",
+        })
+    }
+}
+
+/// A snapshot of the parameters, as Open MPI set them.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub priority: c_int,
+    pub algorithm: Result<Algorithm, String>,
+    pub verbose: c_int,
+}
+
+// Storage Open MPI's variable system writes into (it needs stable addresses).
+static mut PRIORITY: c_int = DEFAULT_PRIORITY;
+static mut VERBOSE: c_int = 0;
+static mut ALGORITHM: *mut c_char = c"auto".as_ptr() as *mut c_char;
+
+/// Reads the current parameter values.
+pub fn current() -> Params {
+    // SAFETY: Open MPI writes these only while registering or setting
+    // variables, which it does before asking the component anything; the
+    // string storage is either our static default or a string Open MPI
+    // allocated and keeps alive.
+    unsafe {
+        let alg = *addr_of_mut!(ALGORITHM);
+        let alg = if alg.is_null() { "auto".into() } else { CStr::from_ptr(alg).to_string_lossy() };
+        Params {
+            priority: *addr_of_mut!(PRIORITY),
+            algorithm: Algorithm::parse(&alg),
+            verbose: *addr_of_mut!(VERBOSE),
+        }
+    }
+}
+
+/// Registers every parameter for `component`; called by Open MPI through
+/// the component's `mca_register_component_params`.
+///
+/// # Safety
+/// `component` must point to hwbarr's component structure.
+pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
+    let reg = |name: &CStr, help: &CStr, ty: Ty, lvl: Lvl, storage: *mut c_void| {
+        // SAFETY: names and help are NUL-terminated statics; storage is one
+        // of our statics, of the type `ty` says.
+        unsafe {
+            mca_base_component_var_register(
+                component,
+                name.as_ptr(),
+                help.as_ptr(),
+                ty,
+                std::ptr::null_mut(),
+                0,
+                0,
+                lvl,
+                Scope::MCA_BASE_VAR_SCOPE_READONLY,
+                storage,
+            )
+        }
+    };
+    let results = [
+        reg(
+            c"priority",
+            c"Priority of the hwbarr coll component (default 40, above coll/tuned's 30: installing hwbarr \
+              makes it serve MPI_Barrier on every communicator it accepts; 0 or less disables it)",
+            Ty::MCA_BASE_VAR_TYPE_INT,
+            Lvl::OPAL_INFO_LVL_6,
+            addr_of_mut!(PRIORITY).cast(),
+        ),
+        reg(
+            c"algorithm",
+            c"Barrier algorithm: 'toggle' (TUC toggle-wire barrier on shared memory), 'counter' \
+              (Blue Gene DMA-counter barrier on shared memory), 'linear' (coll/basic's linear barrier \
+              over point-to-point), 'auto' (choose from rank count and oversubscription). \
+              Valid values: toggle, counter, linear, auto",
+            Ty::MCA_BASE_VAR_TYPE_STRING,
+            Lvl::OPAL_INFO_LVL_5,
+            addr_of_mut!(ALGORITHM).cast(),
+        ),
+        reg(
+            c"verbose",
+            c"Verbosity of hwbarr: 0 silent, 1 one line per communicator saying which algorithm serves \
+              it (from its rank 0), 2 also one line per rank and communicator at release with the \
+              number of barriers hwbarr served",
+            Ty::MCA_BASE_VAR_TYPE_INT,
+            Lvl::OPAL_INFO_LVL_5,
+            addr_of_mut!(VERBOSE).cast(),
+        ),
+    ];
+    results.into_iter().find(|&r| r < 0).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_accepts_the_four_and_names_them_otherwise() {
+        assert_eq!(Algorithm::parse("Toggle"), Ok(Algorithm::Toggle));
+        assert_eq!(Algorithm::parse(" counter "), Ok(Algorithm::Counter));
+        assert_eq!(Algorithm::parse("linear"), Ok(Algorithm::Linear));
+        assert_eq!(Algorithm::parse("auto"), Ok(Algorithm::Auto));
+        let e = Algorithm::parse("tree").unwrap_err();
+        assert!(e.contains("'tree'") && e.contains(Algorithm::VALID), "{e}");
+        assert_eq!(e.lines().count(), 1);
+    }
+}

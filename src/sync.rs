@@ -1,0 +1,31 @@
+//! Atomics used by the barrier cores: std's in the component, loom's when
+//! the cores are model-checked (`RUSTFLAGS="--cfg loom"`).
+
+#[cfg(loom)]
+pub use loom::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+/// Lets a spinning waiter give way; under loom this is what lets the model
+/// checker schedule the other threads.
+#[inline]
+pub fn relax() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// One value alone on its cache line(s), so that ranks spinning on their own
+/// word do not slow down the writers of a neighbouring word (false sharing).
+/// 128 bytes: two 64-byte lines, because x86 prefetches lines in pairs.
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct Line<T>(pub T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}

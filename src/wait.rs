@@ -1,0 +1,81 @@
+//! How a rank waits for a barrier to release it. The cores only poll; this
+//! decides what to do between polls: spin while the releasing peer can run
+//! on another core, and turn MPI progress and yield the core when ranks
+//! outnumber cores (a spinning waiter would otherwise hold the very core
+//! its releaser needs).
+
+/// The waiting policy of one communicator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// Polls between two turns of MPI progress.
+    pub spins: u32,
+    /// Give the core away (sched_yield) after each turn of progress.
+    pub yield_core: bool,
+}
+
+impl WaitPolicy {
+    /// Chooses from facts: ranks on this node against the cores online.
+    pub fn for_node(local_ranks: usize, cores: usize, yield_when_idle: bool) -> WaitPolicy {
+        let oversubscribed = local_ranks > cores;
+        WaitPolicy {
+            spins: if oversubscribed { 16 } else { 256 },
+            yield_core: oversubscribed || yield_when_idle,
+        }
+    }
+}
+
+/// Polls `done` until it is true. Between rounds of `spins` polls it calls
+/// `progress` (Open MPI's progress engine, so that a peer's pending
+/// point-to-point traffic completes while we wait) and yields the core if
+/// the policy says so.
+pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, mut progress: impl FnMut()) {
+    loop {
+        for _ in 0..policy.spins {
+            if done() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        progress();
+        if done() {
+            return;
+        }
+        if policy.yield_core {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Cores online on this machine (not the affinity mask: oversubscription is
+/// about the machine, whatever a rank is bound to).
+pub fn cores_online() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversubscription_yields() {
+        assert!(WaitPolicy::for_node(4, 2, false).yield_core);
+        assert!(!WaitPolicy::for_node(2, 2, false).yield_core);
+        assert!(WaitPolicy::for_node(2, 2, true).yield_core);
+    }
+
+    #[test]
+    fn progress_turns_while_waiting() {
+        let mut polls = 0;
+        let mut turns = 0;
+        let p = WaitPolicy { spins: 4, yield_core: true };
+        wait_until(p, || { polls += 1; polls > 10 }, || turns += 1);
+        assert_eq!(polls, 11);
+        assert_eq!(turns, 2);
+    }
+}
