@@ -1,0 +1,181 @@
+//! MPI test program for hwbarr's integration tests (tests/mpirun.rs), run
+//! under mpirun with the built component. Modes:
+//!
+//! - `semantics <iters>`: thousands of barriers with random per-rank delays
+//!   on MPI_COMM_WORLD, a dup, an even/odd split (same context id on both
+//!   halves), two overlapping subsets, and short-lived dups, interleaved with
+//!   allreduce and bcast. A board in a shared file ($HWBARR_BOARD) records
+//!   how many barriers each rank entered on each communicator; after every
+//!   barrier a rank checks that every member entered it. Exits 1 on a
+//!   violation.
+//! - `progress <rounds>`: one rank posts a large MPI_Isend then enters
+//!   MPI_Barrier, its peer posts the matching MPI_Recv then enters the
+//!   barrier. Only a barrier that turns MPI progress while waiting finishes.
+//! - `churn <live>`: `live` communicators alive at once, each used for a
+//!   barrier, then all freed, twice; prints how many hwbarr segments this
+//!   process maps at each point.
+//! - `die <after>`: world rank 1 SIGKILLs itself in the middle of barriers.
+
+use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+use mpi::collective::SystemOperation;
+use mpi::topology::{Color, Communicator, SimpleCommunicator};
+use mpi::traits::*;
+
+const SLOTS: usize = 16;
+const MAX_RANKS: usize = 64;
+
+/// Per (communicator slot, world rank): barriers entered, in a file every
+/// rank of the job maps.
+struct Board {
+    cells: &'static [AtomicU64],
+}
+
+impl Board {
+    fn open() -> Board {
+        let path = std::env::var("HWBARR_BOARD").expect("HWBARR_BOARD names the board file");
+        let f = OpenOptions::new().read(true).write(true).open(&path).expect("open board");
+        let len = SLOTS * MAX_RANKS * 8;
+        f.set_len(len as u64).unwrap();
+        // SAFETY: a shared mapping of a file sized above; it stays mapped
+        // until the process exits, so the 'static slice never dangles, and
+        // all access goes through atomics.
+        let cells = unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED, "mmap board");
+            std::slice::from_raw_parts(p as *const AtomicU64, SLOTS * MAX_RANKS)
+        };
+        Board { cells }
+    }
+    fn cell(&self, slot: usize, world_rank: usize) -> &AtomicU64 {
+        &self.cells[slot * MAX_RANKS + world_rank]
+    }
+}
+
+/// A communicator under test: its board slot, members' world ranks, and
+/// how many barriers we called on it.
+struct Tested {
+    comm: SimpleCommunicator,
+    slot: usize,
+    members: Vec<usize>,
+    count: u64,
+}
+
+impl Tested {
+    fn new(comm: SimpleCommunicator, slot: usize, me: usize) -> Tested {
+        let mut members = vec![0i32; comm.size() as usize];
+        comm.all_gather_into(&(me as i32), &mut members[..]);
+        Tested { comm, slot, members: members.into_iter().map(|m| m as usize).collect(), count: 0 }
+    }
+
+    fn checked_barrier(&mut self, board: &Board, me: usize) {
+        self.count += 1;
+        let k = self.count;
+        board.cell(self.slot, me).store(k, SeqCst);
+        self.comm.barrier();
+        for &q in &self.members {
+            let e = board.cell(self.slot, q).load(SeqCst);
+            if e < k {
+                eprintln!(
+                    "VIOLATION: world rank {me} left barrier {k} of slot {} before rank {q} entered it (entered {e})",
+                    self.slot
+                );
+                std::process::exit(1);
+            }
+        }
+    }
+
+    fn other_collectives(&self, iter: u64) {
+        let sum_expected: i64 = self.members.iter().map(|&m| m as i64).sum();
+        let mine = self.members[self.comm.rank() as usize] as i64;
+        let mut sum = 0i64;
+        self.comm.all_reduce_into(&mine, &mut sum, SystemOperation::sum());
+        assert_eq!(sum, sum_expected, "allreduce result");
+        let mut v = if self.comm.rank() == 0 { iter } else { 0 };
+        self.comm.process_at_rank(0).broadcast_into(&mut v);
+        assert_eq!(v, iter, "bcast result");
+    }
+}
+
+/// xorshift: deterministic per rank, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Spin, yield or sleep a little: ranks arrive in every order.
+    fn delay(&mut self) {
+        let x = self.next();
+        match x % 64 {
+            0 => std::thread::sleep(std::time::Duration::from_micros(x % 200)),
+            1..=3 => std::thread::yield_now(),
+            _ => (0..(x % 2000)).for_each(|_| std::hint::spin_loop()),
+        }
+    }
+}
+
+fn semantics(world: &SimpleCommunicator, iters: u64) {
+    let board = Board::open();
+    let me = world.rank() as usize;
+    let n = world.size() as usize;
+    assert!(n <= MAX_RANKS);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((me as u64 + 1) * 0x1234_5678_9ABC));
+    // MPI_COMM_WORLD itself (rsmpi's world handle is never freed), a dup,
+    // an even/odd split, and two overlapping subsets.
+    let mut tested = vec![Tested::new(SimpleCommunicator::world(), 0, me), Tested::new(world.duplicate(), 1, me)];
+    if let Some(c) = world.split_by_color(Color::with_value((me % 2) as i32)) {
+        tested.push(Tested::new(c, 2, me));
+    }
+    let head: Vec<i32> = (0..(n.max(2) - 1) as i32).collect();
+    let tail: Vec<i32> = (1..n as i32).collect();
+    for (slot, ranks) in [(3, head), (4, tail)] {
+        let g = world.group().include(&ranks);
+        if let Some(c) = world.split_by_subgroup_collective(&g) {
+            tested.push(Tested::new(c, slot, me));
+        }
+    }
+    // Short-lived dups: context ids freed and reused; the count lives on.
+    let mut short_count = 0;
+    for i in 0..iters {
+        for t in tested.iter_mut() {
+            rng.delay();
+            t.checked_barrier(&board, me);
+            if i % 64 == 0 {
+                t.other_collectives(i);
+            }
+        }
+        if i % 100 == 0 {
+            let mut t = Tested::new(world.duplicate(), 5, me);
+            t.count = short_count;
+            for _ in 0..3 {
+                t.checked_barrier(&board, me);
+            }
+            short_count = t.count;
+        }
+    }
+    println!("rank {me}: semantics OK ({} barriers on MPI_COMM_WORLD)", tested[0].count);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).map(String::as_str).unwrap_or("semantics");
+    let arg: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let universe = mpi::initialize().expect("MPI_Init");
+    let world = universe.world();
+    match mode {
+        "semantics" => semantics(&world, arg),
+        other => panic!("unknown mode {other}"),
+    }
+}
