@@ -81,7 +81,9 @@ impl Tested {
         self.count += 1;
         let k = self.count;
         board.cell(self.slot, me).store(k, SeqCst);
-        self.comm.barrier();
+        if std::env::var_os("HWBARR_SKIP_BARRIER").is_none() {
+            self.comm.barrier();
+        }
         for &q in &self.members {
             let e = board.cell(self.slot, q).load(SeqCst);
             if e < k {
@@ -168,6 +170,76 @@ fn semantics(world: &SimpleCommunicator, iters: u64) {
     println!("rank {me}: semantics OK ({} barriers on MPI_COMM_WORLD)", tested[0].count);
 }
 
+fn progress(world: &SimpleCommunicator, rounds: u64) {
+    let me = world.rank();
+    let buf = vec![7u8; 8 << 20];
+    let mut inbox = vec![0u8; 8 << 20];
+    for round in 0..rounds {
+        let (sender, receiver) = if round % 2 == 0 { (0, 1) } else { (1, 0) };
+        if me == sender {
+            mpi::request::scope(|scope| {
+                let req = world.process_at_rank(receiver).immediate_send(scope, &buf[..]);
+                world.barrier();
+                req.wait();
+            });
+        } else if me == receiver {
+            world.process_at_rank(sender).receive_into(&mut inbox[..]);
+            assert!(inbox.iter().all(|&b| b == 7));
+            inbox.fill(0);
+            world.barrier();
+        } else {
+            world.barrier();
+        }
+    }
+    println!("rank {me}: progress OK");
+}
+
+/// hwbarr segments this process maps, and its open fds.
+fn segments_and_fds() -> (usize, usize) {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let segs = maps.lines().filter(|l| l.contains("memfd:hwbarr")).count();
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    (segs, fds)
+}
+
+fn churn(world: &SimpleCommunicator, live: u64) {
+    world.barrier();
+    let (base, base_fds) = segments_and_fds();
+    for round in 0..2 {
+        let comms: Vec<_> = (0..live).map(|_| world.duplicate()).collect();
+        comms.iter().for_each(|c| c.barrier());
+        let (alive, _) = segments_and_fds();
+        drop(comms);
+        world.barrier();
+        let (after, fds) = segments_and_fds();
+        if world.rank() == 0 {
+            println!("churn round {round}: base {base} live {alive} after {after} fds {base_fds}->{fds}");
+        }
+    }
+}
+
+fn die(world: &SimpleCommunicator, after: u64) {
+    let me = world.rank();
+    for i in 0..after {
+        world.barrier();
+        if i + 1 == after && me == 1 {
+            // Killed while waiting inside the next barrier, which rank 0
+            // enters late.
+            std::thread::spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                // SAFETY: kill(2) on our own pid.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            });
+        }
+    }
+    if me == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    world.barrier();
+    world.barrier();
+    println!("rank {me}: survived");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("semantics");
@@ -176,6 +248,9 @@ fn main() {
     let world = universe.world();
     match mode {
         "semantics" => semantics(&world, arg),
+        "progress" => progress(&world, arg),
+        "churn" => churn(&world, arg),
+        "die" => die(&world, arg),
         other => panic!("unknown mode {other}"),
     }
 }

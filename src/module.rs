@@ -109,7 +109,7 @@ impl ModuleState {
             cid,
             algorithm: alg,
             verbose: p.verbose,
-            policy: WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle),
+            policy: WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle, p.spin, p.yield_mode),
             shape: toggle::Shape::new(size as usize),
             fallback: None,
             device: Device::Unset,

@@ -67,11 +67,15 @@ pub struct Params {
     pub priority: c_int,
     pub algorithm: Result<Algorithm, String>,
     pub verbose: c_int,
+    pub spin: c_int,
+    pub yield_mode: c_int,
 }
 
 // Storage Open MPI's variable system writes into (it needs stable addresses).
 static mut PRIORITY: c_int = DEFAULT_PRIORITY;
 static mut VERBOSE: c_int = 0;
+static mut SPIN: c_int = -1;
+static mut YIELD: c_int = -1;
 static mut ALGORITHM: *mut c_char = c"auto".as_ptr() as *mut c_char;
 
 /// Reads the current parameter values.
@@ -87,6 +91,8 @@ pub fn current() -> Params {
             priority: *addr_of_mut!(PRIORITY),
             algorithm: Algorithm::parse(&alg),
             verbose: *addr_of_mut!(VERBOSE),
+            spin: *addr_of_mut!(SPIN),
+            yield_mode: *addr_of_mut!(YIELD),
         }
     }
 }
@@ -142,6 +148,24 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             Ty::MCA_BASE_VAR_TYPE_INT,
             Lvl::OPAL_INFO_LVL_5,
             addr_of_mut!(VERBOSE).cast(),
+        ),
+        reg(
+            c"spin",
+            c"Polls of the barrier's shared word between two turns of Open MPI's progress engine while a \
+              rank waits (-1: automatic, 256 when every rank on the node has a core, 16 when ranks outnumber \
+              cores; 0: never turn progress while waiting - for testing only: a peer's pending rendezvous \
+              then deadlocks)",
+            Ty::MCA_BASE_VAR_TYPE_INT,
+            Lvl::OPAL_INFO_LVL_9,
+            addr_of_mut!(SPIN).cast(),
+        ),
+        reg(
+            c"yield",
+            c"Give the core away (sched_yield) between rounds of polls while waiting in a barrier \
+              (-1: automatic, when ranks outnumber cores or mpi_yield_when_idle is set; 0: never; 1: always)",
+            Ty::MCA_BASE_VAR_TYPE_INT,
+            Lvl::OPAL_INFO_LVL_9,
+            addr_of_mut!(YIELD).cast(),
         ),
     ];
     results.into_iter().find(|&r| r < 0).unwrap_or(0)

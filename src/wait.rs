@@ -9,17 +9,28 @@
 pub struct WaitPolicy {
     /// Polls between two turns of MPI progress.
     pub spins: u32,
-    /// Give the core away (sched_yield) after each turn of progress.
+    /// Turn MPI progress at all (off only to prove the deadlock test bites).
+    pub progress: bool,
+    /// Give the core away (sched_yield) after each round of polls.
     pub yield_core: bool,
 }
 
 impl WaitPolicy {
-    /// Chooses from facts: ranks on this node against the cores online.
-    pub fn for_node(local_ranks: usize, cores: usize, yield_when_idle: bool) -> WaitPolicy {
+    /// Chooses from facts — ranks on this node against the cores online,
+    /// Open MPI's `mpi_yield_when_idle` — unless the user set `spin`
+    /// (polls per progress turn; 0 = never turn progress) or `yield_mode`
+    /// (0 never, 1 always; negative = automatic).
+    pub fn for_node(local_ranks: usize, cores: usize, yield_when_idle: bool, spin: i32, yield_mode: i32) -> WaitPolicy {
         let oversubscribed = local_ranks > cores;
+        let auto_spins = if oversubscribed { 16 } else { 256 };
         WaitPolicy {
-            spins: if oversubscribed { 16 } else { 256 },
-            yield_core: oversubscribed || yield_when_idle,
+            spins: if spin > 0 { spin as u32 } else { auto_spins },
+            progress: spin != 0,
+            yield_core: match yield_mode {
+                0 => false,
+                m if m > 0 => true,
+                _ => oversubscribed || yield_when_idle,
+            },
         }
     }
 }
@@ -36,9 +47,11 @@ pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, mut progre
             }
             std::hint::spin_loop();
         }
-        progress();
-        if done() {
-            return;
+        if policy.progress {
+            progress();
+            if done() {
+                return;
+            }
         }
         if policy.yield_core {
             std::thread::yield_now();
@@ -64,16 +77,20 @@ mod tests {
 
     #[test]
     fn oversubscription_yields() {
-        assert!(WaitPolicy::for_node(4, 2, false).yield_core);
-        assert!(!WaitPolicy::for_node(2, 2, false).yield_core);
-        assert!(WaitPolicy::for_node(2, 2, true).yield_core);
+        assert!(WaitPolicy::for_node(4, 2, false, -1, -1).yield_core);
+        assert!(!WaitPolicy::for_node(2, 2, false, -1, -1).yield_core);
+        assert!(WaitPolicy::for_node(2, 2, true, -1, -1).yield_core);
+        assert!(!WaitPolicy::for_node(4, 2, true, -1, 0).yield_core);
+        let p = WaitPolicy::for_node(2, 2, false, 0, -1);
+        assert!(!p.progress && p.spins > 0);
+        assert_eq!(WaitPolicy::for_node(2, 2, false, 7, -1).spins, 7);
     }
 
     #[test]
     fn progress_turns_while_waiting() {
         let mut polls = 0;
         let mut turns = 0;
-        let p = WaitPolicy { spins: 4, yield_core: true };
+        let p = WaitPolicy { spins: 4, progress: true, yield_core: true };
         wait_until(p, || { polls += 1; polls > 10 }, || turns += 1);
         assert_eq!(polls, 11);
         assert_eq!(turns, 2);

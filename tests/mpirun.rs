@@ -1,0 +1,309 @@
+//! Integration tests: real `mpirun` jobs running examples/barrier_check.rs
+//! (rsmpi) with the hwbarr component just built, loaded by an unmodified
+//! Open MPI from a private component directory.
+//!
+//! Jobs run one at a time (a lock), each under `timeout`, so a deadlock
+//! fails its test instead of hanging CI.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// target/<profile>, where cargo put our .so and the example.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "hwbarr-test-{}-{}-{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The component search path: Open MPI's own components plus a private
+/// directory holding only the hwbarr just built (or $HWBARR_COMPONENT_DIR).
+fn component_path() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = Command::new("ompi_info").args(["--path", "pkglibdir", "--parsable"]).output().expect("ompi_info");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let pkglib = text.trim().rsplit(':').next().unwrap().to_string();
+        let dir = match std::env::var("HWBARR_COMPONENT_DIR") {
+            Ok(d) => PathBuf::from(d),
+            Err(_) => {
+                let d = scratch("components");
+                std::fs::copy(target_dir().join("libmca_coll_hwbarr.so"), d.join("mca_coll_hwbarr.so"))
+                    .expect("the built libmca_coll_hwbarr.so");
+                d
+            }
+        };
+        format!("{pkglib}:{}", dir.display())
+    })
+}
+
+fn lock() -> MutexGuard<'static, ()> {
+    static L: Mutex<()> = Mutex::new(());
+    L.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Job {
+    out: Output,
+    /// Whether `timeout` had to stop it.
+    timed_out: bool,
+}
+
+impl Job {
+    fn ok(&self) -> bool {
+        self.out.status.success()
+    }
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+    fn dump(&self) -> String {
+        format!("status {:?}\n--- stdout\n{}\n--- stderr\n{}", self.out.status, self.stdout(), self.stderr())
+    }
+}
+
+fn mpirun_cmd(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", &secs.to_string(), "mpirun", "--oversubscribe", "--bind-to", "none", "-np", &np.to_string()]);
+    c.args(["--mca", "mca_base_component_path", component_path()]);
+    for (k, v) in mca {
+        c.args(["--mca", k, v]);
+    }
+    c.arg(target_dir().join("examples/barrier_check"));
+    c.args(args);
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn mpirun(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
+    let _g = lock();
+    let t = std::time::Instant::now();
+    let out = mpirun_cmd(np, mca, env, args, secs).output().expect("run mpirun");
+    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
+}
+
+/// A zeroed board file for the semantics check.
+fn board() -> PathBuf {
+    let p = scratch("board").join("board");
+    std::fs::write(&p, b"").unwrap();
+    p
+}
+
+fn semantics(np: usize, alg: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
+    let b = board();
+    let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
+    env.extend_from_slice(extra_env);
+    let it = iters.to_string();
+    let job = mpirun(
+        np,
+        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")],
+        &env,
+        &["semantics", &it],
+        300,
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    job
+}
+
+#[test]
+fn ompi_info_lists_component_and_parameters() {
+    let out = Command::new("ompi_info")
+        .args(["--param", "coll", "hwbarr", "--level", "9"])
+        .env("OMPI_MCA_mca_base_component_path", component_path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("MCA coll: hwbarr"), "{text}");
+    for p in ["priority", "algorithm", "verbose", "spin", "yield"] {
+        assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
+    }
+    assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
+    assert!(text.contains("Valid values: toggle, counter, linear, auto"), "{text}");
+}
+
+/// Barrier semantics with random delays on world, dup, split, overlapping
+/// and short-lived communicators, for every algorithm and size, and proof
+/// (verbose counts) that hwbarr itself served MPI_COMM_WORLD's barriers.
+#[test]
+fn semantics_every_algorithm_every_size() {
+    for np in [1, 2, 3, 4, 8] {
+        for alg in ["toggle", "counter", "linear", "auto"] {
+            let iters = if np == 8 { 600 } else { 1500 };
+            let job = semantics(np, alg, iters, &[]);
+            assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
+            let (out, err) = (job.stdout(), job.stderr());
+            assert_eq!(out.matches("semantics OK").count(), np, "np={np} alg={alg}\n{}", job.dump());
+            if np == 1 {
+                assert!(!err.contains("served"), "hwbarr must decline a 1-rank world\n{}", job.dump());
+                continue;
+            }
+            for r in 0..np {
+                let line = format!("rank {r} of communicator cid 0: served {iters} barriers with ");
+                let hit = err.lines().find(|l| l.contains(&line));
+                let hit = hit.unwrap_or_else(|| panic!("np={np} alg={alg}: no '{line}'\n{}", job.dump()));
+                if alg != "auto" {
+                    assert!(hit.ends_with(alg), "{hit}");
+                }
+            }
+            if alg == "toggle" || alg == "counter" {
+                let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by {alg}");
+                assert!(err.contains(&want), "{}", job.dump());
+            }
+        }
+    }
+}
+
+/// The checker above can fail: with the barrier left out it must report a
+/// violation.
+#[test]
+fn semantics_check_catches_a_missing_barrier() {
+    let job = semantics(3, "toggle", 200, &[("HWBARR_SKIP_BARRIER", "1")]);
+    assert!(!job.ok() && job.stderr().contains("VIOLATION"), "{}", job.dump());
+}
+
+/// A rank waiting in the barrier turns MPI progress, so its peer's pending
+/// rendezvous receive completes. TCP makes the sender's progress necessary.
+#[test]
+fn waiting_turns_mpi_progress() {
+    for np in [2, 3] {
+        for alg in ["toggle", "counter", "linear"] {
+            let job = mpirun(
+                np,
+                &[("coll_hwbarr_algorithm", alg), ("btl", "self,tcp")],
+                &[],
+                &["progress", "6"],
+                90,
+            );
+            assert!(job.ok(), "np={np} alg={alg}: deadlock or failure\n{}", job.dump());
+            assert_eq!(job.stdout().matches("progress OK").count(), np);
+        }
+    }
+}
+
+/// The progress test can fail: a barrier that never turns progress
+/// deadlocks and is stopped by the timeout.
+#[test]
+fn progress_test_catches_a_barrier_without_progress() {
+    let job = mpirun(
+        2,
+        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_spin", "0"), ("btl", "self,tcp")],
+        &[],
+        &["progress", "6"],
+        15,
+    );
+    assert!(job.timed_out(), "expected a deadlock\n{}", job.dump());
+}
+
+#[test]
+fn invalid_algorithm_is_reported_once_and_the_job_runs_on() {
+    let job = semantics(4, "bogus", 100, &[]);
+    assert!(job.ok(), "{}", job.dump());
+    let err = job.stderr();
+    let lines: Vec<_> = err.lines().filter(|l| l.contains("coll_hwbarr_algorithm")).collect();
+    assert_eq!(lines.len(), 1, "{}", job.dump());
+    assert!(lines[0].contains("'bogus'") && lines[0].contains("toggle, counter, linear, auto"), "{}", lines[0]);
+    assert!(!err.contains("served"), "hwbarr must not serve: {}", job.dump());
+}
+
+/// Hundreds of live communicators each get their own segment; freeing
+/// them releases every segment and fd.
+#[test]
+fn communicators_release_their_segments() {
+    let job = mpirun(2, &[], &[], &["churn", "300"], 120);
+    assert!(job.ok(), "{}", job.dump());
+    let out = job.stdout();
+    for round in 0..2 {
+        let line = out.lines().find(|l| l.starts_with(&format!("churn round {round}:"))).expect("churn line");
+        let nums: Vec<usize> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().unwrap())
+            .collect();
+        // round, base, live, after, fds before, fds after
+        assert_eq!(&nums[1..4], &[1, 301, 1], "{line}");
+        assert_eq!(nums[4], nums[5], "fds leaked: {line}");
+    }
+}
+
+fn shm_names() -> Vec<String> {
+    let mut v: Vec<_> = std::fs::read_dir("/dev/shm")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// SIGKILL of a rank waiting inside a barrier: the job ends, and nothing of
+/// hwbarr (nor of the job) stays in /dev/shm or the session directory.
+#[test]
+fn sigkill_in_a_barrier_leaves_nothing_behind() {
+    let before = shm_names();
+    let sess = scratch("session");
+    let job = mpirun(3, &[("orte_tmpdir_base", sess.to_str().unwrap())], &[], &["die", "50"], 60);
+    assert!(!job.ok() && !job.timed_out(), "{}", job.dump());
+    assert!(job.stderr().contains("signal 9"), "{}", job.dump());
+    let after = shm_names();
+    assert!(after.iter().all(|n| !n.contains("hwbarr")), "{after:?}");
+    assert_eq!(before, after, "/dev/shm changed");
+    let left = files_under(&sess);
+    assert!(left.is_empty(), "left in the session dir: {left:?}");
+    let _ = std::fs::remove_dir_all(&sess);
+}
+
+/// Two jobs of the same user at once never share a segment.
+#[test]
+fn two_jobs_at_once() {
+    let _g = lock();
+    let boards = [board(), board()];
+    let mut kids: Vec<_> = boards
+        .iter()
+        .map(|b| {
+            mpirun_cmd(2, &[("coll_hwbarr_algorithm", "counter")], &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "1000"], 180)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for k in kids.drain(..) {
+        let out = k.wait_with_output().unwrap();
+        let job = Job { out, timed_out: false };
+        assert!(job.ok() && job.stdout().matches("semantics OK").count() == 2, "{}", job.dump());
+    }
+    for b in boards {
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    }
+}
