@@ -1,12 +1,17 @@
-//! Model checks of the barrier cores with loom: every interleaving (up to
-//! loom's preemption bound) of ranks-as-threads running consecutive
-//! barriers. Safety: no rank leaves barrier k before every rank entered
+//! Model checks of the barrier cores with loom: every interleaving and
+//! every weak-memory outcome (up to loom's preemption bound) of two
+//! ranks-as-threads running three consecutive barriers on the real core
+//! code. Safety: no rank leaves barrier k before every rank entered
 //! barrier k. Liveness: every rank leaves every barrier (loom fails a model
-//! whose threads spin forever, and the joins below must return).
-//! Counter bounds: every counter stays within [-(n-1), n-1].
+//! whose threads spin forever, and the joins must return). Counter bounds:
+//! every counter stays within [-(n-1), n-1]. Three and more ranks are
+//! covered exhaustively (sequentially consistent) in `tests/model_cores.rs`,
+//! loom's state space being too large for spinning waiters there.
 //!
 //! Run: RUSTFLAGS="--cfg loom" cargo test --release --test loom_cores
 #![cfg(loom)]
+
+use std::sync::atomic::{AtomicBool, Ordering as StdOrdering};
 
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::sync::Arc;
@@ -15,30 +20,36 @@ use mca_coll_hwbarr::core::{counter, toggle};
 use mca_coll_hwbarr::sync::{relax, AtomicI32, AtomicU32, AtomicU64, Line};
 
 /// Per-rank count of barriers entered, checked by every leaving rank.
-struct Entered(Vec<AtomicUsize>);
+struct Entered(Vec<AtomicUsize>, std::sync::Arc<AtomicBool>);
 
 impl Entered {
-    fn new(n: usize) -> Self {
-        Entered((0..n).map(|_| AtomicUsize::new(0)).collect())
+    fn new(n: usize, violated: std::sync::Arc<AtomicBool>) -> Self {
+        Entered((0..n).map(|_| AtomicUsize::new(0)).collect(), violated)
     }
     fn enter(&self, rank: usize) {
         self.0[rank].fetch_add(1, SeqCst);
     }
-    fn assert_all_entered(&self, k: usize) {
-        for (q, e) in self.0.iter().enumerate() {
-            assert!(e.load(SeqCst) >= k, "left barrier {k} before rank {q} entered it");
+    /// Records (loom cannot unwind out of a model, so no panic) a rank
+    /// leaving barrier k before some rank entered it.
+    fn check_all_entered(&self, k: usize) {
+        if self.0.iter().any(|e| e.load(SeqCst) < k) {
+            self.1.store(true, StdOrdering::SeqCst);
         }
     }
 }
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
+/// Runs `f` under loom; returns whether any execution violated safety.
+fn model(f: impl Fn(std::sync::Arc<AtomicBool>) + Sync + Send + 'static) -> bool {
+    let violated = std::sync::Arc::new(AtomicBool::new(false));
+    let v = violated.clone();
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
         b.preemption_bound = Some(3);
     }
     // Spinning waiters make long paths; a real livelock still fails.
     b.max_branches = 200_000;
-    b.check(f);
+    b.check(move || f(v.clone()));
+    violated.load(StdOrdering::SeqCst)
 }
 
 fn run_ranks(n: usize, rounds: usize, body: impl Fn(usize, usize) + Send + Sync + 'static) {
@@ -55,12 +66,12 @@ fn run_ranks(n: usize, rounds: usize, body: impl Fn(usize, usize) + Send + Sync 
     }
 }
 
-fn toggle_model(n: usize, rounds: usize) {
-    model(move || {
+fn toggle_model(n: usize, rounds: usize) -> bool {
+    model(move |violated| {
         let shape = toggle::Shape::new(n);
         let banks: Arc<Vec<Line<AtomicU64>>> = Arc::new((0..shape.banks()).map(|_| Line(AtomicU64::new(0))).collect());
         let input = Arc::new(AtomicU32::new(0));
-        let entered = Arc::new(Entered::new(n));
+        let entered = Arc::new(Entered::new(n, violated));
         run_ranks(n, rounds, move |r, k| {
             let w = toggle::Wires { banks: &banks, input: &input };
             entered.enter(r);
@@ -68,46 +79,43 @@ fn toggle_model(n: usize, rounds: usize) {
             while !toggle::is_released(&w, t) {
                 relax();
             }
-            entered.assert_all_entered(k);
+            entered.check_all_entered(k);
         });
-    });
+    })
 }
 
-fn counter_model(n: usize, rounds: usize) {
-    model(move || {
+fn counter_model(n: usize, rounds: usize, released: fn(&[Line<AtomicI32>], usize) -> bool) -> bool {
+    model(move |violated| {
         let cells: Arc<Vec<Line<AtomicI32>>> = Arc::new((0..n).map(|_| Line(AtomicI32::new(0))).collect());
-        let entered = Arc::new(Entered::new(n));
+        let entered = Arc::new(Entered::new(n, violated));
         run_ranks(n, rounds, move |r, k| {
             entered.enter(r);
             counter::arrive(&cells, r);
-            while !counter::is_released(&cells, r) {
+            while !released(&cells, r) {
                 relax();
             }
-            entered.assert_all_entered(k);
+            entered.check_all_entered(k);
             for c in cells.iter() {
                 let v = c.load(SeqCst);
                 assert!(v.unsigned_abs() < n as u32, "counter {v} out of [-(n-1), n-1]");
             }
         });
-    });
+    })
 }
 
 #[test]
 fn toggle_2_ranks_3_barriers() {
-    toggle_model(2, 3);
-}
-
-#[test]
-fn toggle_3_ranks_2_barriers() {
-    toggle_model(3, 2);
+    assert!(!toggle_model(2, 3), "a rank left a barrier early");
 }
 
 #[test]
 fn counter_2_ranks_3_barriers() {
-    counter_model(2, 3);
+    assert!(!counter_model(2, 3, counter::is_released), "a rank left a barrier early");
 }
 
+/// The model check can fail: an exit rule one packet short lets a rank
+/// leave before its peer entered, and loom must find that execution.
 #[test]
-fn counter_3_ranks_2_barriers() {
-    counter_model(3, 2);
+fn counter_with_an_exit_rule_one_packet_short_is_caught() {
+    assert!(counter_model(2, 2, |cells, r| cells[r].load(SeqCst) <= 1));
 }

@@ -1,0 +1,15 @@
+# Shared by the scripts: how we launch jobs against a private component dir.
+# Source it; needs COMPONENT_DIR (holding mca_coll_hwbarr.so).
+
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+PKGLIBDIR=$(ompi_info --path pkglibdir --parsable | sed 's/.*://')
+
+# hw_mpirun <np> [mpirun args...]: oversubscription allowed, Open MPI's own
+# components plus ours only (not whatever sits in ~/.openmpi/components).
+hw_mpirun() {
+  local np=$1; shift
+  timeout -k 5 "${HW_TIMEOUT:-300}" mpirun --oversubscribe --bind-to none -np "$np" \
+    --mca mca_base_component_path "$PKGLIBDIR:$COMPONENT_DIR" "$@"
+}
