@@ -32,7 +32,7 @@ run: build
 
 test: build
 	@$(MAKE) --no-print-directory install COMPONENT_DIR=$(PRIVATE_DIR) >/dev/null
-	$(CARGO) test --release --lib
+	$(CARGO) test --release --lib --test model_cores
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release --test loom_cores
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun -- --test-threads=1
 

@@ -26,13 +26,28 @@ use crate::sync::{AtomicI32, Line, Ordering};
 /// Enter a barrier as `rank` on `cells` (one counter per rank): charge our
 /// counter with n-1 and send one packet to every peer.
 pub fn arrive(cells: &[Line<AtomicI32>], rank: usize) {
+    charge(cells, rank);
+    for i in 1..cells.len() {
+        send(cells, peer(cells, rank, i));
+    }
+}
+
+/// First step of `arrive`: add n-1 to our own counter.
+pub fn charge(cells: &[Line<AtomicI32>], rank: usize) {
     let n = cells.len();
     debug_assert!(rank < n && n <= i32::MAX as usize);
     cells[rank].fetch_add((n - 1) as i32, Ordering::AcqRel);
-    // Start after ourselves so that ranks hit different counters first.
-    for i in 1..n {
-        cells[(rank + i) % n].fetch_sub(1, Ordering::AcqRel);
-    }
+}
+
+/// The i-th peer (1 ≤ i < n) `rank` sends to: starting after ourselves, so
+/// that ranks hit different counters first.
+pub fn peer(cells: &[Line<AtomicI32>], rank: usize, i: usize) -> usize {
+    (rank + i) % cells.len()
+}
+
+/// One barrier control packet: decrement the receiver's counter.
+pub fn send(cells: &[Line<AtomicI32>], to: usize) {
+    cells[to].fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Has every peer's packet for our current barrier arrived?

@@ -24,18 +24,27 @@ pub const BANK_WIRES: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
     levels: Vec<(usize, usize)>,
+    /// Wires used per bank: BANK_WIRES, fewer only to model-check deep trees.
+    width: usize,
 }
 
 impl Shape {
     pub fn new(n: usize) -> Shape {
+        Shape::with_width(n, BANK_WIRES)
+    }
+
+    /// A tree whose banks use only `width` wires (1 < width ≤ 64), so that a
+    /// model checker sees several levels with a handful of ranks.
+    pub fn with_width(n: usize, width: usize) -> Shape {
         assert!(n >= 1, "a barrier needs at least one rank");
+        assert!(width > 1 && width <= BANK_WIRES);
         let mut levels = Vec::new();
         let (mut first, mut members) = (0, n);
         loop {
             levels.push((first, members));
-            let banks = members.div_ceil(BANK_WIRES);
+            let banks = members.div_ceil(width);
             if banks == 1 {
-                return Shape { levels };
+                return Shape { levels, width };
             }
             first += banks;
             members = banks;
@@ -54,8 +63,8 @@ impl Shape {
     }
 
     /// Bits of bank `b` (index within its level) that are real wires.
-    fn mask(members: usize, b: usize) -> u64 {
-        let used = (members - b * BANK_WIRES).min(BANK_WIRES);
+    fn mask(&self, members: usize, b: usize) -> u64 {
+        let used = (members - b * self.width).min(self.width);
         if used == BANK_WIRES {
             u64::MAX
         } else {
@@ -73,8 +82,47 @@ pub struct Wires<'a> {
 }
 
 /// The input value that will release the barrier a rank just entered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Target(pub u32);
+
+/// A rank's way through `arrive`, one atomic operation per `step`, so that
+/// a model checker can interleave ranks between any two of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Arrival {
+    target: u32,
+    level: usize,
+    idx: usize,
+}
+
+/// Reads the input: the start of an arrival as `rank`.
+pub fn begin(wires: &Wires, rank: usize) -> Arrival {
+    Arrival { target: wires.input.load(Ordering::Acquire) ^ 1, level: 0, idx: rank }
+}
+
+/// One step of an arrival: toggle one wire (ours, or a completed bank's
+/// one level up), or fire the FSM. `Some` when the arrival is over: the
+/// target to wait for, and whether this rank fired the FSM.
+pub fn step(shape: &Shape, wires: &Wires, a: &mut Arrival) -> Option<(Target, bool)> {
+    let target = Target(a.target);
+    let Some(&(first, members)) = shape.levels.get(a.level) else {
+        // The root bank became uniform: the FSM changes state, all inputs flip.
+        wires.input.store(a.target, Ordering::Release);
+        return Some((target, true));
+    };
+    let (b, bit) = (a.idx / shape.width, 1u64 << (a.idx % shape.width));
+    let mask = shape.mask(members, b);
+    // AcqRel: the bank's RMW chain carries every earlier arriver's writes
+    // to the rank that finds the bank uniform.
+    let now = wires.banks[first + b].fetch_xor(bit, Ordering::AcqRel) ^ bit;
+    let uniform = if a.target == 1 { mask } else { 0 };
+    if now & mask != uniform {
+        return Some((target, false));
+    }
+    // This bank is complete: toggle its wire one level up.
+    a.level += 1;
+    a.idx = b;
+    None
+}
 
 /// Enter a barrier as `rank`: read the input, write the toggled value to our
 /// output wire, and — if that made all outputs agree — let the FSM flip the
@@ -84,23 +132,12 @@ pub struct Target(pub u32);
 /// The caller must not enter again before the previous barrier released it.
 pub fn arrive(shape: &Shape, wires: &Wires, rank: usize) -> (Target, bool) {
     debug_assert!(rank < shape.ranks() && wires.banks.len() >= shape.banks());
-    let target = wires.input.load(Ordering::Acquire) ^ 1;
-    let mut idx = rank;
-    for &(first, members) in &shape.levels {
-        let (b, bit) = (idx / BANK_WIRES, 1u64 << (idx % BANK_WIRES));
-        let mask = Shape::mask(members, b);
-        // AcqRel: the bank's RMW chain carries every earlier arriver's
-        // writes to the rank that finds the bank uniform.
-        let now = wires.banks[first + b].fetch_xor(bit, Ordering::AcqRel) ^ bit;
-        let uniform = if target == 1 { mask } else { 0 };
-        if now & mask != uniform {
-            return (Target(target), false);
+    let mut a = begin(wires, rank);
+    loop {
+        if let Some(done) = step(shape, wires, &mut a) {
+            return done;
         }
-        idx = b; // this bank is complete: toggle its wire one level up
     }
-    // The root bank became uniform: the FSM changes state, all inputs flip.
-    wires.input.store(target, Ordering::Release);
-    (Target(target), true)
 }
 
 /// Has the input toggled to `target`, releasing the barrier?
@@ -128,8 +165,10 @@ mod tests {
         assert_eq!(Shape::new(65).banks(), 3); // 2 leaves + root
         assert_eq!(Shape::new(4096).banks(), 65);
         assert_eq!(Shape::new(4097).banks(), 65 + 2 + 1);
-        assert_eq!(Shape::mask(65, 1), 1);
-        assert_eq!(Shape::mask(64, 0), u64::MAX);
+        let s = Shape::new(65);
+        assert_eq!(s.mask(65, 1), 1);
+        assert_eq!(s.mask(64, 0), u64::MAX);
+        assert_eq!(Shape::with_width(5, 2).banks(), 3 + 2 + 1);
     }
 
     /// Single thread playing all ranks in turn: only the last arrival
