@@ -15,6 +15,7 @@
 //!   barrier, then all freed, twice; prints how many hwbarr segments this
 //!   process maps at each point.
 //! - `die <after>`: world rank 1 SIGKILLs itself in the middle of barriers.
+//! - `intercomm <rounds>`: barriers on an even/odd intercommunicator.
 
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
@@ -240,6 +241,26 @@ fn die(world: &SimpleCommunicator, after: u64) {
     println!("rank {me}: survived");
 }
 
+/// Barriers on an intercommunicator between the even and the odd ranks:
+/// hwbarr must decline it and the job still synchronise.
+fn intercomm(world: &SimpleCommunicator, rounds: u64) {
+    use mpi::raw::AsRaw;
+    let me = world.rank();
+    let half = world.split_by_color(Color::with_value(me % 2)).expect("split");
+    let mut inter = world.as_raw();
+    // SAFETY: raw MPI calls on live communicators; `inter` is an out-param
+    // freed below.
+    unsafe {
+        let rc = mpi::ffi::MPI_Intercomm_create(half.as_raw(), 0, world.as_raw(), 1 - me % 2, 77, &mut inter);
+        assert_eq!(rc, 0, "MPI_Intercomm_create");
+        for _ in 0..rounds {
+            assert_eq!(mpi::ffi::MPI_Barrier(inter), 0);
+        }
+        mpi::ffi::MPI_Comm_free(&mut inter);
+    }
+    println!("rank {me}: intercomm OK");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("semantics");
@@ -251,6 +272,7 @@ fn main() {
         "progress" => progress(&world, arg),
         "churn" => churn(&world, arg),
         "die" => die(&world, arg),
+        "intercomm" => intercomm(&world, arg),
         other => panic!("unknown mode {other}"),
     }
 }

@@ -307,3 +307,12 @@ fn two_jobs_at_once() {
         let _ = std::fs::remove_dir_all(b.parent().unwrap());
     }
 }
+
+/// Intercommunicators are declined (and say so at verbose 3); their
+/// barrier is served by another component and the job runs.
+#[test]
+fn intercommunicators_are_declined() {
+    let job = mpirun(4, &[("coll_hwbarr_verbose", "3")], &[], &["intercomm", "20"], 60);
+    assert!(job.ok() && job.stdout().matches("intercomm OK").count() == 4, "{}", job.dump());
+    assert!(job.stderr().contains(": intercommunicator"), "{}", job.dump());
+}
