@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""`make bench`: MPI_Barrier latency of hwbarr against Open MPI's stock
+barriers, the OSU way, interleaved and repeated in one run.
+
+Every round runs every (ranks, configuration) pair once, in an order that
+rotates between rounds; a run is the OSU method (warm-up, timed loop, each
+rank's mean, average/min/max over ranks) by examples/barrier_bench.rs, or
+the real osu_barrier when OSU_DIR is set. Ratios are taken within a round
+(same machine state) and their median over rounds is reported.
+
+Writes build/bench/barrier.csv, build/bench/init.csv and
+build/bench/barrier.png, and prints one table.
+"""
+import csv
+import os
+import re
+import shutil
+import statistics as st
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "build", "bench")
+COMPONENT_DIR = os.environ.get("COMPONENT_DIR", os.path.join(ROOT, "build", "components"))
+OSU_DIR = os.environ.get("OSU_DIR")
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
+NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
+INIT_LAUNCHES = int(os.environ.get("INIT_LAUNCHES", "15"))
+ITERS = {2: 20000, 4: 5000, 8: 2000}
+
+REST = "basic,libnbc,self"
+CONFIGS = [
+    ("hwbarr:toggle", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "toggle"]),
+    ("hwbarr:counter", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "counter"]),
+    ("hwbarr:auto", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "auto"]),
+    ("tuned", ["--mca", "coll", "tuned," + REST]),
+    ("basic", ["--mca", "coll", REST]),
+    ("sm", ["--mca", "coll", "sm,tuned," + REST, "--mca", "coll_sm_priority", "100"]),
+]
+HW = [c for c, _ in CONFIGS if c.startswith("hwbarr:") and c != "hwbarr:auto"]
+
+
+def pkglibdir():
+    out = subprocess.run(["ompi_info", "--path", "pkglibdir", "--parsable"], capture_output=True, text=True).stdout
+    return out.strip().split(":")[-1]
+
+
+PKGLIB = pkglibdir()
+ENV = dict(os.environ)
+if os.geteuid() == 0:
+    ENV.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def mpirun(np, args, prog, with_hwbarr=True, timeout=300):
+    path = PKGLIB + (":" + COMPONENT_DIR if with_hwbarr else "")
+    cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(np),
+           "--mca", "mca_base_component_path", path] + args + prog
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def barrier_latency(np, args):
+    """(avg, min, max) µs over ranks."""
+    iters = ITERS.get(np, 2000)
+    if OSU_DIR:
+        out = mpirun(np, args, [os.path.join(OSU_DIR, "osu_barrier"), "-f", "-i", str(iters)])
+        nums = [l.split() for l in out.splitlines() if l.strip() and not l.startswith("#")]
+        vals = [float(x) for x in nums[-1]]
+        return (vals[0], vals[1], vals[2]) if len(vals) >= 3 else (vals[0],) * 3
+    out = mpirun(np, args, [os.path.join(ROOT, "target/release/examples/barrier_bench"), str(iters)])
+    m = re.search(r"avg_us=([\d.]+) min_us=([\d.]+) max_us=([\d.]+)", out)
+    return float(m.group(1)), float(m.group(2)), float(m.group(3))
+
+
+def init_cost():
+    """Median MPI_Init+MPI_Finalize µs (slowest rank) with and without hwbarr."""
+    prog = [os.path.join(ROOT, "target/release/examples/init_cost")]
+    res = {True: [], False: []}
+    rows = []
+    for i in range(INIT_LAUNCHES):
+        for with_hw in (i % 2 == 0, i % 2 != 0):
+            out = mpirun(2, [], prog, with_hwbarr=with_hw)
+            t = max(int(x) for x in re.findall(r"init_finalize_us=(\d+)", out))
+            res[with_hw].append(t)
+            rows.append((i, "with" if with_hw else "without", t))
+        print(f"\r  init/finalize launches {i + 1}/{INIT_LAUNCHES}", end="", flush=True)
+    print()
+    with open(os.path.join(OUT, "init.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["launch", "hwbarr", "init_finalize_us"])
+        w.writerows(rows)
+    return st.median(res[True]), st.median(res[False])
+
+
+def chart(med):
+    if not shutil.which("gnuplot"):
+        print("  (no gnuplot: chart skipped; install gnuplot-nox)")
+        return
+    dat = os.path.join(OUT, "barrier.dat")
+    with open(dat, "w") as f:
+        f.write("ranks " + " ".join(c for c, _ in CONFIGS) + "\n")
+        for np in NPS:
+            f.write(f"{np} " + " ".join(f"{med[(np, c)]:.4f}" for c, _ in CONFIGS) + "\n")
+    png = os.path.join(OUT, "barrier.png")
+    plots = ", ".join(
+        f"'{dat}' using 1:{i + 2} with linespoints lw 2 title '{c}'" for i, (c, _) in enumerate(CONFIGS))
+    script = f"""
+set terminal pngcairo size 900,560 font ',11'
+set output '{png}'
+set title 'MPI\\_Barrier latency, median of {ROUNDS} rounds (2 cores; 4 and 8 ranks oversubscribed)'
+set xlabel 'ranks'; set ylabel 'latency (us, log scale)'
+set logscale y; set logscale x 2; set xtics ({', '.join(str(n) for n in NPS)})
+set key outside right; set grid
+plot {plots}
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    print(f"  chart: {os.path.relpath(png, ROOT)}")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    runs = {}  # (round, np, config) -> (avg, min, max)
+    pairs = [(np, c) for np in NPS for c, _ in CONFIGS]
+    total = ROUNDS * len(pairs)
+    done = 0
+    t0 = time.time()
+    for rnd in range(ROUNDS):
+        order = pairs[rnd % len(pairs):] + pairs[:rnd % len(pairs)]
+        for np, c in order:
+            args = dict(CONFIGS)[c]
+            runs[(rnd, np, c)] = barrier_latency(np, args)
+            done += 1
+            print(f"\r  [{done}/{total}] round {rnd + 1} np={np} {c:<15} {runs[(rnd, np, c)][0]:9.3f} us "
+                  f"({time.time() - t0:.0f} s)   ", end="", flush=True)
+    print()
+    with open(os.path.join(OUT, "barrier.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["round", "ranks", "config", "avg_us", "min_us", "max_us"])
+        for (rnd, np, c), (a, lo, hi) in sorted(runs.items()):
+            w.writerow([rnd, np, c, f"{a:.4f}", f"{lo:.4f}", f"{hi:.4f}"])
+
+    med = {(np, c): st.median(runs[(r, np, c)][0] for r in range(ROUNDS)) for np in NPS for c, _ in CONFIGS}
+    mins = {(np, c): min(runs[(r, np, c)][0] for r in range(ROUNDS)) for np in NPS for c, _ in CONFIGS}
+
+    def ratio(np, a, b):
+        """Median over rounds of a/b measured in the same round."""
+        return st.median(runs[(r, np, a)][0] / runs[(r, np, b)][0] for r in range(ROUNDS))
+
+    src = "osu_barrier" if OSU_DIR else "examples/barrier_bench (OSU method)"
+    print(f"\nMPI_Barrier average latency, µs: median (min) of {ROUNDS} rounds; {src}")
+    print(f"{'ranks':>5} " + " ".join(f"{c:>17}" for c, _ in CONFIGS))
+    for np in NPS:
+        print(f"{np:>5} " + " ".join(f"{med[(np, c)]:>8.3f} ({mins[(np, c)]:>6.3f})" for c, _ in CONFIGS))
+
+    print("\nRatios (median over rounds of the per-round ratio):")
+    verdicts = []
+    for np in NPS:
+        best = min(HW, key=lambda c: med[(np, c)])
+        parts = [f"{h}/{s} {ratio(np, h, s):.2f}" for h in HW + ["hwbarr:auto"] for s in ("tuned", "sm")]
+        print(f"  np={np}: " + ", ".join(parts))
+        if np == 2:
+            r = ratio(np, best, "sm")
+            verdicts.append((f"np=2: best hwbarr ({best}) ≤ 0.7× sm", r, r <= 0.7))
+        else:
+            r = ratio(np, best, "tuned")
+            verdicts.append((f"np={np}: best hwbarr ({best}) ≤ 0.5× tuned", r, r <= 0.5))
+        ra = ratio(np, "hwbarr:auto", best)
+        verdicts.append((f"np={np}: auto ≤ 1.1× best hwbarr ({best})", ra, ra <= 1.1))
+    print("\nTargets:")
+    for what, r, ok in verdicts:
+        print(f"  {'MET ' if ok else 'MISS'} {what}: {r:.2f}")
+
+    chart(med)
+    w, wo = init_cost()
+    print(f"\nMPI_Init+MPI_Finalize, 2 ranks, median of {INIT_LAUNCHES} launches: "
+          f"with hwbarr {w / 1000:.1f} ms, without {wo / 1000:.1f} ms, ratio {w / wo:.3f} "
+          f"({'MET' if w / wo <= 1.02 else 'MISS'} ≤ 1.02)")
+    print(f"results: {os.path.relpath(OUT, ROOT)}/barrier.csv, init.csv")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
