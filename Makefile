@@ -3,6 +3,8 @@
 #   make install    copy it to $(COMPONENT_DIR) as mca_coll_hwbarr.so
 #   make run        build, install into a private dir, hwbarr vs. the stock barrier
 #   make test       unit tests, model checks, mpirun integration tests
+#   make bench      hwbarr vs. tuned/basic/sm at 2/4/8 ranks: table, CSV, PNG chart
+#                   (OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
 # Prerequisites (Open MPI 4.1 + headers, libclang) are installed with
 # apt-get when run as root on Debian (scripts/deps.sh).
 
@@ -11,7 +13,7 @@ COMPONENT_DIR ?= $(HOME)/.openmpi/components
 PRIVATE_DIR   := $(CURDIR)/build/components
 SO            := target/release/libmca_coll_hwbarr.so
 
-.PHONY: all build deps install run test clean
+.PHONY: all build deps install run test bench clean
 
 all: build
 
@@ -35,6 +37,11 @@ test: build
 	$(CARGO) test --release --lib --test model_cores
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release --test loom_cores
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun -- --test-threads=1
+
+bench: build
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory install COMPONENT_DIR=$(PRIVATE_DIR) >/dev/null
+	COMPONENT_DIR=$(PRIVATE_DIR) python3 scripts/bench.py
 
 clean:
 	$(CARGO) clean

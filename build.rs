@@ -12,11 +12,19 @@ fn fail(msg: &str) -> ! {
 
 /// Runs `mpicc --showme:<what>` and splits its answer into paths.
 fn showme(what: &str) -> Option<Vec<PathBuf>> {
-    let out = Command::new("mpicc").arg(format!("--showme:{what}")).output().ok()?;
+    let out = Command::new("mpicc")
+        .arg(format!("--showme:{what}"))
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
-    Some(String::from_utf8_lossy(&out.stdout).split_whitespace().map(PathBuf::from).collect())
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(PathBuf::from)
+            .collect(),
+    )
 }
 
 /// Include and library directories: under $OMPI_PREFIX if given, else from mpicc.

@@ -8,7 +8,10 @@ use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
 fn main() {
-    let args: Vec<u64> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
     let iters = args.first().copied().unwrap_or(10_000);
     let warmup = args.get(1).copied().unwrap_or(iters / 10);
     let universe = mpi::initialize().expect("MPI_Init");

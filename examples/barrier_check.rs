@@ -37,7 +37,11 @@ struct Board {
 impl Board {
     fn open() -> Board {
         let path = std::env::var("HWBARR_BOARD").expect("HWBARR_BOARD names the board file");
-        let f = OpenOptions::new().read(true).write(true).open(&path).expect("open board");
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("open board");
         let len = SLOTS * MAX_RANKS * 8;
         f.set_len(len as u64).unwrap();
         // SAFETY: a shared mapping of a file sized above; it stays mapped
@@ -75,7 +79,12 @@ impl Tested {
     fn new(comm: SimpleCommunicator, slot: usize, me: usize) -> Tested {
         let mut members = vec![0i32; comm.size() as usize];
         comm.all_gather_into(&(me as i32), &mut members[..]);
-        Tested { comm, slot, members: members.into_iter().map(|m| m as usize).collect(), count: 0 }
+        Tested {
+            comm,
+            slot,
+            members: members.into_iter().map(|m| m as usize).collect(),
+            count: 0,
+        }
     }
 
     fn checked_barrier(&mut self, board: &Board, me: usize) {
@@ -101,7 +110,8 @@ impl Tested {
         let sum_expected: i64 = self.members.iter().map(|&m| m as i64).sum();
         let mine = self.members[self.comm.rank() as usize] as i64;
         let mut sum = 0i64;
-        self.comm.all_reduce_into(&mine, &mut sum, SystemOperation::sum());
+        self.comm
+            .all_reduce_into(&mine, &mut sum, SystemOperation::sum());
         assert_eq!(sum, sum_expected, "allreduce result");
         let mut v = if self.comm.rank() == 0 { iter } else { 0 };
         self.comm.process_at_rank(0).broadcast_into(&mut v);
@@ -137,7 +147,10 @@ fn semantics(world: &SimpleCommunicator, iters: u64) {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((me as u64 + 1) * 0x1234_5678_9ABC));
     // MPI_COMM_WORLD itself (rsmpi's world handle is never freed), a dup,
     // an even/odd split, and two overlapping subsets.
-    let mut tested = vec![Tested::new(SimpleCommunicator::world(), 0, me), Tested::new(world.duplicate(), 1, me)];
+    let mut tested = vec![
+        Tested::new(SimpleCommunicator::world(), 0, me),
+        Tested::new(world.duplicate(), 1, me),
+    ];
     if let Some(c) = world.split_by_color(Color::with_value((me % 2) as i32)) {
         tested.push(Tested::new(c, 2, me));
     }
@@ -168,7 +181,10 @@ fn semantics(world: &SimpleCommunicator, iters: u64) {
             short_count = t.count;
         }
     }
-    println!("rank {me}: semantics OK ({} barriers on MPI_COMM_WORLD)", tested[0].count);
+    println!(
+        "rank {me}: semantics OK ({} barriers on MPI_COMM_WORLD)",
+        tested[0].count
+    );
 }
 
 fn progress(world: &SimpleCommunicator, rounds: u64) {
@@ -179,7 +195,9 @@ fn progress(world: &SimpleCommunicator, rounds: u64) {
         let (sender, receiver) = if round % 2 == 0 { (0, 1) } else { (1, 0) };
         if me == sender {
             mpi::request::scope(|scope| {
-                let req = world.process_at_rank(receiver).immediate_send(scope, &buf[..]);
+                let req = world
+                    .process_at_rank(receiver)
+                    .immediate_send(scope, &buf[..]);
                 world.barrier();
                 req.wait();
             });
@@ -214,7 +232,9 @@ fn churn(world: &SimpleCommunicator, live: u64) {
         world.barrier();
         let (after, fds) = segments_and_fds();
         if world.rank() == 0 {
-            println!("churn round {round}: base {base} live {alive} after {after} fds {base_fds}->{fds}");
+            println!(
+                "churn round {round}: base {base} live {alive} after {after} fds {base_fds}->{fds}"
+            );
         }
     }
 }
@@ -246,12 +266,21 @@ fn die(world: &SimpleCommunicator, after: u64) {
 fn intercomm(world: &SimpleCommunicator, rounds: u64) {
     use mpi::raw::AsRaw;
     let me = world.rank();
-    let half = world.split_by_color(Color::with_value(me % 2)).expect("split");
+    let half = world
+        .split_by_color(Color::with_value(me % 2))
+        .expect("split");
     let mut inter = world.as_raw();
     // SAFETY: raw MPI calls on live communicators; `inter` is an out-param
     // freed below.
     unsafe {
-        let rc = mpi::ffi::MPI_Intercomm_create(half.as_raw(), 0, world.as_raw(), 1 - me % 2, 77, &mut inter);
+        let rc = mpi::ffi::MPI_Intercomm_create(
+            half.as_raw(),
+            0,
+            world.as_raw(),
+            1 - me % 2,
+            77,
+            &mut inter,
+        );
         assert_eq!(rc, 0, "MPI_Intercomm_create");
         for _ in 0..rounds {
             assert_eq!(mpi::ffi::MPI_Barrier(inter), 0);

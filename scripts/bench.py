@@ -112,7 +112,7 @@ set terminal pngcairo size 900,560 font ',11'
 set output '{png}'
 set title 'MPI\\_Barrier latency, median of {ROUNDS} rounds (2 cores; 4 and 8 ranks oversubscribed)'
 set xlabel 'ranks'; set ylabel 'latency (us, log scale)'
-set logscale y; set logscale x 2; set xtics ({', '.join(str(n) for n in NPS)})
+set logscale y; set logscale x 2; set xrange [1.7:{max(NPS) * 1.15}]; set xtics ({', '.join(str(n) for n in NPS)})
 set key outside right; set grid
 plot {plots}
 """

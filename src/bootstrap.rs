@@ -20,7 +20,9 @@ fn words_to_bytes(w: &[u64]) -> Vec<u8> {
 }
 
 fn bytes_to_words(b: &[u8]) -> Vec<u64> {
-    b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+    b.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 /// A fresh token that ties a segment to this one exchange.
@@ -32,7 +34,10 @@ fn token() -> u64 {
 
 /// An errno-like code for a failure to attach (never 0).
 fn code(e: &std::io::Error) -> u64 {
-    e.raw_os_error().map(|c| c as u64).filter(|&c| c != 0).unwrap_or(u64::MAX)
+    e.raw_os_error()
+        .map(|c| c as u64)
+        .filter(|&c| c != 0)
+        .unwrap_or(u64::MAX)
 }
 
 /// Runs the exchange as `rank` of `size`. Outer error: an MPI error code
@@ -76,7 +81,12 @@ pub fn run(pml: Pml, rank: c_int, size: c_int) -> Result<Result<Segment, String>
     check(pml.recv(&mut buf, 0))?;
     let w = bytes_to_words(&buf);
     let attached = if w[0] == OK {
-        let offer = Offer { pid: w[1] as u32, fd: w[2] as i32, len: w[3], token: w[4] };
+        let offer = Offer {
+            pid: w[1] as u32,
+            fd: w[2] as i32,
+            len: w[3],
+            token: w[4],
+        };
         Segment::attach(&offer, n).map_err(|e| (code(&e), e.to_string()))
     } else {
         Err((OK + 1, "rank 0 could not create the segment".into()))

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ffi::{
     self, mca_base_component_2_1_0_t, mca_base_component_data_2_0_0_t,
-    mca_coll_base_component_2_0_0_t, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm,
+    mca_coll_base_component_2_0_0_t, mca_coll_base_module_2_3_0_t as Module,
+    ompi_communicator_t as Comm,
 };
 use crate::module::{self, guard, ModuleState};
 use crate::params;
@@ -33,34 +34,38 @@ const fn int(v: u32) -> c_int {
 /// `static mut`: Open MPI takes it by non-const pointer.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
-pub static mut mca_coll_hwbarr_component: mca_coll_base_component_2_0_0_t = mca_coll_base_component_2_0_0_t {
-    collm_version: mca_base_component_2_1_0_t {
-        mca_major_version: int(ffi::MCA_BASE_VERSION_MAJOR),
-        mca_minor_version: int(ffi::MCA_BASE_VERSION_MINOR),
-        mca_release_version: int(ffi::MCA_BASE_VERSION_RELEASE),
-        mca_project_name: cname("ompi"),
-        mca_project_major_version: int(ffi::OMPI_MAJOR_VERSION),
-        mca_project_minor_version: int(ffi::OMPI_MINOR_VERSION),
-        mca_project_release_version: int(ffi::OMPI_RELEASE_VERSION),
-        mca_type_name: cname("coll"),
-        mca_type_major_version: 2,
-        mca_type_minor_version: 0,
-        mca_type_release_version: 0,
-        mca_component_name: cname("hwbarr"),
-        mca_component_major_version: 0,
-        mca_component_minor_version: 1,
-        mca_component_release_version: 0,
-        mca_open_component: None,
-        mca_close_component: None,
-        mca_query_component: None,
-        mca_register_component_params: Some(register),
-        mca_component_flags: 0,
-        reserved: [0; 28],
-    },
-    collm_data: mca_base_component_data_2_0_0_t { param_field: 0, reserved: [0; 32] },
-    collm_init_query: Some(init_query),
-    collm_comm_query: Some(comm_query),
-};
+pub static mut mca_coll_hwbarr_component: mca_coll_base_component_2_0_0_t =
+    mca_coll_base_component_2_0_0_t {
+        collm_version: mca_base_component_2_1_0_t {
+            mca_major_version: int(ffi::MCA_BASE_VERSION_MAJOR),
+            mca_minor_version: int(ffi::MCA_BASE_VERSION_MINOR),
+            mca_release_version: int(ffi::MCA_BASE_VERSION_RELEASE),
+            mca_project_name: cname("ompi"),
+            mca_project_major_version: int(ffi::OMPI_MAJOR_VERSION),
+            mca_project_minor_version: int(ffi::OMPI_MINOR_VERSION),
+            mca_project_release_version: int(ffi::OMPI_RELEASE_VERSION),
+            mca_type_name: cname("coll"),
+            mca_type_major_version: 2,
+            mca_type_minor_version: 0,
+            mca_type_release_version: 0,
+            mca_component_name: cname("hwbarr"),
+            mca_component_major_version: 0,
+            mca_component_minor_version: 1,
+            mca_component_release_version: 0,
+            mca_open_component: None,
+            mca_close_component: None,
+            mca_query_component: None,
+            mca_register_component_params: Some(register),
+            mca_component_flags: 0,
+            reserved: [0; 28],
+        },
+        collm_data: mca_base_component_data_2_0_0_t {
+            param_field: 0,
+            reserved: [0; 32],
+        },
+        collm_init_query: Some(init_query),
+        collm_comm_query: Some(comm_query),
+    };
 
 fn component_ptr() -> *const ffi::mca_base_component_t {
     // SAFETY: taking the address of our own static; no reference is formed.
@@ -69,13 +74,17 @@ fn component_ptr() -> *const ffi::mca_base_component_t {
 
 unsafe extern "C" fn register() -> c_int {
     // SAFETY: the pointer is our component's version block.
-    guard("register", ffi::ERROR, || unsafe { params::register(component_ptr()) })
+    guard("register", ffi::ERROR, || unsafe {
+        params::register(component_ptr())
+    })
 }
 
 /// True for the one process that speaks for the job (world rank 0, or a
 /// process not started by mpirun), so job-wide complaints print once.
 fn speaks_for_job() -> bool {
-    std::env::var("OMPI_COMM_WORLD_RANK").map(|r| r == "0").unwrap_or(true)
+    std::env::var("OMPI_COMM_WORLD_RANK")
+        .map(|r| r == "0")
+        .unwrap_or(true)
 }
 
 static REPORTED: AtomicBool = AtomicBool::new(false);
@@ -85,7 +94,7 @@ static REPORTED: AtomicBool = AtomicBool::new(false);
 unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> c_int {
     guard("init_query", ffi::ERROR, || {
         let p = params::current();
-        if let Err(msg) = &p.algorithm {
+        if let Some(msg) = p.error() {
             if speaks_for_job() && !REPORTED.swap(true, Ordering::Relaxed) {
                 module::say(msg);
             }
@@ -103,13 +112,20 @@ unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> 
 unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut Module {
     guard("comm_query", null_mut(), || {
         let p = params::current();
-        let Ok(requested) = p.algorithm else { return null_mut() };
+        let (Ok(requested), Ok(_)) = (p.algorithm.clone(), &p.idle) else {
+            return null_mut();
+        };
         if p.priority <= 0 {
             return null_mut();
         }
         // SAFETY: Open MPI passes a live communicator under construction.
         let (inter, size, rank, cid) = unsafe {
-            (ffi::hwb_comm_is_inter(comm) != 0, ffi::hwb_comm_size(comm), ffi::hwb_comm_rank(comm), ffi::hwb_comm_cid(comm))
+            (
+                ffi::hwb_comm_is_inter(comm) != 0,
+                ffi::hwb_comm_size(comm),
+                ffi::hwb_comm_rank(comm),
+                ffi::hwb_comm_cid(comm),
+            )
         };
         let why_not = if inter {
             Some("intercommunicator")
@@ -127,9 +143,7 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             }
             return null_mut();
         }
-        let node = &*module::NODE;
-        let alg = module::choose(requested, size as usize, node.local_ranks > node.cores);
-        let m = module::new_module(ModuleState::new(comm, rank, size, cid, &p, alg));
+        let m = module::new_module(ModuleState::new(comm, rank, size, cid, &p, requested));
         if !m.is_null() {
             // SAFETY: Open MPI passes a valid out-pointer.
             unsafe { *priority = p.priority };

@@ -36,8 +36,10 @@ pub struct Layout {
     pub ranks: usize,
     pub banks: usize,
     input: usize,
+    sleepers: usize,
     banks_at: usize,
     counters_at: usize,
+    asleep_at: usize,
     pub len: usize,
 }
 
@@ -46,11 +48,22 @@ impl Layout {
         let line = std::mem::size_of::<Line<u64>>();
         let banks = Shape::new(ranks).banks();
         let input = line;
-        let banks_at = input + line;
+        let sleepers = input + line;
+        let banks_at = sleepers + line;
         let counters_at = banks_at + banks * line;
-        let end = counters_at + ranks * line;
+        let asleep_at = counters_at + ranks * line;
+        let end = asleep_at + ranks * line;
         let page = 4096;
-        Layout { ranks, banks, input, banks_at, counters_at, len: end.div_ceil(page) * page }
+        Layout {
+            ranks,
+            banks,
+            input,
+            sleepers,
+            banks_at,
+            counters_at,
+            asleep_at,
+            len: end.div_ceil(page) * page,
+        }
     }
 }
 
@@ -113,7 +126,11 @@ impl Segment {
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: Some(file.into()) };
+        let seg = Segment {
+            base,
+            layout,
+            fd: Some(file.into()),
+        };
         // SAFETY: the header lies inside the fresh mapping, which no other
         // process knows yet, and is suitably aligned (page start).
         unsafe {
@@ -146,12 +163,19 @@ impl Segment {
             return Err(bad("segment size does not match the communicator size"));
         }
         let path = format!("/proc/{}/fd/{}", offer.pid, offer.fd);
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
         if file.metadata()?.len() != offer.len {
             return Err(bad("segment has an unexpected size"));
         }
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: None };
+        let seg = Segment {
+            base,
+            layout,
+            fd: None,
+        };
         // SAFETY: the header lies at the start of the mapping just made.
         let h = unsafe { base.cast::<Header>().as_ptr().read() };
         if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
@@ -196,6 +220,19 @@ impl Segment {
         }
     }
 
+    /// How many ranks sleep on the toggle input (so the FSM's firer knows
+    /// whether to make the wake-up system call).
+    pub fn sleepers(&self) -> &AtomicU32 {
+        // SAFETY: as in `wires`: inside the mapping, aligned, zero-initialised.
+        unsafe { &self.slice::<Line<AtomicU32>>(self.layout.sleepers, 1)[0].0 }
+    }
+
+    /// Per rank: 1 while it sleeps on its own counter.
+    pub fn asleep(&self) -> &[Line<AtomicU32>] {
+        // SAFETY: as in `wires`: inside the mapping, aligned, zero-initialised.
+        unsafe { self.slice::<Line<AtomicU32>>(self.layout.asleep_at, self.layout.ranks) }
+    }
+
     /// The DMA-counter barrier's counters, one per rank.
     pub fn counters(&self) -> &[Line<AtomicI32>] {
         let l = &self.layout;
@@ -221,9 +258,10 @@ mod tests {
     fn layout_is_page_rounded_and_line_aligned() {
         let l = Layout::new(8);
         assert_eq!(l.len, 4096);
+        assert_eq!(l.asleep_at % 128, 0);
         assert_eq!(l.banks_at % 128, 0);
         assert_eq!(l.counters_at % 128, 0);
-        assert!(Layout::new(1000).len >= 128 * (1000 + 16 + 2));
+        assert!(Layout::new(1000).len >= 128 * (2 * 1000 + 16 + 3));
     }
 
     #[test]
@@ -236,7 +274,10 @@ mod tests {
         assert_eq!(b.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 2);
         let shape = toggle::Shape::new(n);
         toggle::arrive(&shape, &b.wires(), 1);
-        assert_eq!(a.wires().banks[0].load(std::sync::atomic::Ordering::SeqCst), 0b10);
+        assert_eq!(
+            a.wires().banks[0].load(std::sync::atomic::Ordering::SeqCst),
+            0b10
+        );
         // Wrong token, wrong size: refused.
         assert!(Segment::attach(&Offer { token: 7, ..offer }, n).is_err());
         assert!(Segment::attach(&offer, n + 1).is_err());

@@ -12,18 +12,20 @@ pub mod core;
 pub mod sync;
 
 #[cfg(not(loom))]
-mod ffi;
-#[cfg(not(loom))]
-pub mod params;
+mod bootstrap;
 #[cfg(not(loom))]
 mod component;
 #[cfg(not(loom))]
-mod module;
-#[cfg(not(loom))]
 mod device;
 #[cfg(not(loom))]
-mod bootstrap;
+mod ffi;
+#[cfg(not(loom))]
+mod futex;
 #[cfg(not(loom))]
 mod linear;
+#[cfg(not(loom))]
+mod module;
+#[cfg(not(loom))]
+pub mod params;
 #[cfg(not(loom))]
 pub mod wait;

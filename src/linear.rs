@@ -4,7 +4,9 @@
 
 use std::ffi::c_int;
 
-use crate::ffi::{hwb_pml_recv, hwb_pml_send, ompi_communicator_t, MCA_COLL_BASE_TAG_BARRIER, MPI_ANY_SOURCE};
+use crate::ffi::{
+    hwb_pml_recv, hwb_pml_send, ompi_communicator_t, MCA_COLL_BASE_TAG_BARRIER, MPI_ANY_SOURCE,
+};
 
 const TAG: c_int = MCA_COLL_BASE_TAG_BARRIER;
 

@@ -6,10 +6,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use once_cell::sync::Lazy;
 
+use std::sync::atomic::fence;
+use std::sync::atomic::Ordering::SeqCst;
+
 use crate::bootstrap;
 use crate::core::{counter, toggle};
 use crate::device::Segment;
 use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm};
+use crate::futex;
 use crate::linear::{self, Pml};
 use crate::params::{Algorithm, Params};
 use crate::wait::{self, WaitPolicy};
@@ -51,9 +55,17 @@ pub static NODE: Lazy<NodeFacts> = Lazy::new(|| NodeFacts {
     cores: wait::cores_online(),
 });
 
+/// Largest communicator `auto` gives the counter barrier: every rank sends
+/// n-1 packets (n(n-1) remote atomics, and up to n-1 wake-ups when ranks
+/// sleep), against one atomic per rank and one wake-up for toggle; measured
+/// on 2 cores, counter leads at 2 ranks and the two are within noise at 4
+/// and 8 (README, `make bench`).
+pub const AUTO_COUNTER_MAX_RANKS: usize = 4;
+
 /// `auto`: the algorithm for a communicator of `size` ranks on one node.
-pub fn choose(requested: Algorithm, _size: usize, _oversubscribed: bool) -> Algorithm {
+pub fn choose(requested: Algorithm, size: usize) -> Algorithm {
     match requested {
+        Algorithm::Auto if size <= AUTO_COUNTER_MAX_RANKS => Algorithm::Counter,
         Algorithm::Auto => Algorithm::Toggle,
         a => a,
     }
@@ -89,6 +101,8 @@ pub struct ModuleState {
     size: c_int,
     cid: u32,
     algorithm: Algorithm,
+    /// What the user asked for (`auto` is resolved into `algorithm`).
+    requested: Algorithm,
     verbose: c_int,
     policy: WaitPolicy,
     shape: toggle::Shape,
@@ -98,7 +112,14 @@ pub struct ModuleState {
 }
 
 impl ModuleState {
-    pub fn new(comm: *mut Comm, rank: c_int, size: c_int, cid: u32, p: &Params, alg: Algorithm) -> Self {
+    pub fn new(
+        comm: *mut Comm,
+        rank: c_int,
+        size: c_int,
+        cid: u32,
+        p: &Params,
+        requested: Algorithm,
+    ) -> Self {
         let node = &*NODE;
         // SAFETY: opal_progress_yield_when_idle is a plain bool Open MPI sets at init.
         let yield_idle = unsafe { ffi::opal_progress_yield_when_idle };
@@ -107,9 +128,16 @@ impl ModuleState {
             rank,
             size,
             cid,
-            algorithm: alg,
+            algorithm: choose(requested, size as usize),
+            requested,
             verbose: p.verbose,
-            policy: WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle, p.spin, p.yield_mode),
+            policy: WaitPolicy::for_node(
+                node.local_ranks,
+                node.cores,
+                yield_idle,
+                p.spin,
+                p.idle.clone().unwrap_or(None),
+            ),
             shape: toggle::Shape::new(size as usize),
             fallback: None,
             device: Device::Unset,
@@ -123,7 +151,9 @@ impl ModuleState {
 
     fn name(&self) -> String {
         // SAFETY: c_name is a NUL-terminated array inside the live communicator.
-        unsafe { CStr::from_ptr(ffi::hwb_comm_name(self.comm)) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(ffi::hwb_comm_name(self.comm)) }
+            .to_string_lossy()
+            .into_owned()
     }
 
     fn say(&self, level: c_int, msg: &str) {
@@ -152,6 +182,11 @@ impl ModuleState {
         }
     }
 
+    /// One barrier on the shared-memory device. Sleepers announce
+    /// themselves before sleeping and the releasing rank looks after
+    /// releasing (SeqCst fences on both sides), so either the sleeper sees
+    /// the release or the releaser sees the sleeper: no lost wake-up, and no
+    /// system call when nobody sleeps.
     fn shm_barrier(&self, seg: &Segment) {
         let progress = || {
             // SAFETY: opal_progress may be called from any MPI call.
@@ -159,21 +194,65 @@ impl ModuleState {
         };
         let me = self.rank as usize;
         if self.algorithm == Algorithm::Counter {
-            let cells = seg.counters();
-            counter::arrive(cells, me);
-            wait::wait_until(self.policy, || counter::is_released(cells, me), progress);
+            let (cells, asleep) = (seg.counters(), seg.asleep());
+            counter::arrive_with(cells, me, |q| {
+                fence(SeqCst);
+                if asleep[q].load(SeqCst) != 0 {
+                    futex::wake_all(&*cells[q]);
+                }
+            });
+            let sleep = || {
+                asleep[me].store(1, SeqCst);
+                fence(SeqCst);
+                let v = cells[me].load(SeqCst);
+                if v > 0 {
+                    futex::wait(&*cells[me], v as u32, wait::SLEEP_SLICE);
+                }
+                asleep[me].store(0, SeqCst);
+            };
+            wait::wait_until(
+                self.policy,
+                || counter::is_released(cells, me),
+                progress,
+                sleep,
+            );
         } else {
-            let w = seg.wires();
+            let (w, sleepers) = (seg.wires(), seg.sleepers());
             let (target, fired) = toggle::arrive(&self.shape, &w, me);
-            if !fired {
-                wait::wait_until(self.policy, || toggle::is_released(&w, target), progress);
+            if fired {
+                fence(SeqCst);
+                if sleepers.load(SeqCst) != 0 {
+                    futex::wake_all(w.input);
+                }
+                return;
             }
+            let sleep = || {
+                sleepers.fetch_add(1, SeqCst);
+                fence(SeqCst);
+                if !toggle::is_released(&w, target) {
+                    futex::wait(w.input, target.0 ^ 1, wait::SLEEP_SLICE);
+                }
+                sleepers.fetch_sub(1, SeqCst);
+            };
+            wait::wait_until(
+                self.policy,
+                || toggle::is_released(&w, target),
+                progress,
+                sleep,
+            );
         }
     }
 
     /// Sets the device up; the exchange is itself the first barrier.
     fn first_barrier(&mut self) -> Result<(), c_int> {
-        let (name, alg) = (self.name(), self.algorithm);
+        let name = self.name();
+        let alg = match self.requested {
+            Algorithm::Auto => format!(
+                "{} (auto: {} ranks, waiting by {:?})",
+                self.algorithm, self.size, self.policy.idle
+            ),
+            a => format!("{a} (waiting by {:?})", self.policy.idle),
+        };
         match bootstrap::run(self.pml(), self.rank, self.size)? {
             Ok(seg) => {
                 if self.rank == 0 {
@@ -282,7 +361,9 @@ unsafe extern "C" fn disable(module: *mut Module, _comm: *mut Comm) -> c_int {
 
 unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
     // SAFETY: Open MPI calls this with the module it selected: ours.
-    guard("MPI_Barrier", ffi::ERROR, || unsafe { state(module) }.barrier())
+    guard("MPI_Barrier", ffi::ERROR, || {
+        unsafe { state(module) }.barrier()
+    })
 }
 
 /// Called by the module's C destructor: frees the Rust state.

@@ -68,14 +68,26 @@ pub struct Params {
     pub algorithm: Result<Algorithm, String>,
     pub verbose: c_int,
     pub spin: c_int,
-    pub yield_mode: c_int,
+    /// `idle`, parsed: None = auto.
+    pub idle: Result<Option<crate::wait::Idle>, String>,
+}
+
+impl Params {
+    /// The first invalid value, as the one line to report.
+    pub fn error(&self) -> Option<&str> {
+        self.algorithm
+            .as_ref()
+            .err()
+            .or(self.idle.as_ref().err())
+            .map(String::as_str)
+    }
 }
 
 // Storage Open MPI's variable system writes into (it needs stable addresses).
 static mut PRIORITY: c_int = DEFAULT_PRIORITY;
 static mut VERBOSE: c_int = 0;
 static mut SPIN: c_int = -1;
-static mut YIELD: c_int = -1;
+static mut IDLE: *mut c_char = c"auto".as_ptr() as *mut c_char;
 static mut ALGORITHM: *mut c_char = c"auto".as_ptr() as *mut c_char;
 
 /// Reads the current parameter values.
@@ -85,14 +97,21 @@ pub fn current() -> Params {
     // string storage is either our static default or a string Open MPI
     // allocated and keeps alive.
     unsafe {
-        let alg = *addr_of_mut!(ALGORITHM);
-        let alg = if alg.is_null() { "auto".into() } else { CStr::from_ptr(alg).to_string_lossy() };
+        let text = |p: *mut c_char| {
+            if p.is_null() {
+                "auto".into()
+            } else {
+                CStr::from_ptr(p).to_string_lossy()
+            }
+        };
+        let alg = text(*addr_of_mut!(ALGORITHM));
+        let idle = text(*addr_of_mut!(IDLE));
         Params {
             priority: *addr_of_mut!(PRIORITY),
             algorithm: Algorithm::parse(&alg),
             verbose: *addr_of_mut!(VERBOSE),
             spin: *addr_of_mut!(SPIN),
-            yield_mode: *addr_of_mut!(YIELD),
+            idle: crate::wait::Idle::parse(&idle),
         }
     }
 }
@@ -160,12 +179,14 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             addr_of_mut!(SPIN).cast(),
         ),
         reg(
-            c"yield",
-            c"Give the core away (sched_yield) between rounds of polls while waiting in a barrier \
-              (-1: automatic, when ranks outnumber cores or mpi_yield_when_idle is set; 0: never; 1: always)",
-            Ty::MCA_BASE_VAR_TYPE_INT,
+            c"idle",
+            c"What a rank waiting in a barrier does between rounds of polls: 'spin' (keep the core), \
+              'yield' (sched_yield), 'sleep' (sleep on the barrier's shared word until the releasing rank \
+              wakes it - a futex; no system call when nobody sleeps), 'auto' (sleep when ranks outnumber \
+              cores, yield when mpi_yield_when_idle is set, spin otherwise). Valid values: auto, spin, yield, sleep",
+            Ty::MCA_BASE_VAR_TYPE_STRING,
             Lvl::OPAL_INFO_LVL_9,
-            addr_of_mut!(YIELD).cast(),
+            addr_of_mut!(IDLE).cast(),
         ),
     ];
     results.into_iter().find(|&r| r < 0).unwrap_or(0)

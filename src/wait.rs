@@ -4,6 +4,44 @@
 //! outnumber cores (a spinning waiter would otherwise hold the very core
 //! its releaser needs).
 
+/// What a waiting rank does between rounds of polls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Keep the core: the releaser runs on another one.
+    Spin,
+    /// sched_yield: let a rank that has not arrived yet have the core.
+    Yield,
+    /// Yield a few rounds first (the releaser may be about to run), then
+    /// sleep on the barrier's shared word (futex) until the releasing rank
+    /// wakes us, or `SLEEP_SLICE` passes and we turn progress again.
+    Sleep,
+}
+
+impl Idle {
+    pub const VALID: &'static str = "auto, spin, yield, sleep";
+
+    /// Parses the `idle` parameter; None means `auto`.
+    pub fn parse(s: &str) -> Result<Option<Idle>, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(None),
+            "spin" => Ok(Some(Idle::Spin)),
+            "yield" => Ok(Some(Idle::Yield)),
+            "sleep" => Ok(Some(Idle::Sleep)),
+            _ => Err(format!(
+                "invalid value '{s}' for MCA parameter coll_hwbarr_idle (valid values: {}); \
+                 hwbarr is disabled for this job, other components serve MPI_Barrier",
+                Idle::VALID
+            )),
+        }
+    }
+}
+
+/// Rounds a `Sleep` waiter yields before it sleeps.
+pub const YIELDS_BEFORE_SLEEP: u32 = 3;
+
+/// Longest sleep before a sleeping waiter turns MPI progress again.
+pub const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// The waiting policy of one communicator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitPolicy {
@@ -11,36 +49,49 @@ pub struct WaitPolicy {
     pub spins: u32,
     /// Turn MPI progress at all (off only to prove the deadlock test bites).
     pub progress: bool,
-    /// Give the core away (sched_yield) after each round of polls.
-    pub yield_core: bool,
+    pub idle: Idle,
 }
 
 impl WaitPolicy {
     /// Chooses from facts — ranks on this node against the cores online,
-    /// Open MPI's `mpi_yield_when_idle` — unless the user set `spin`
-    /// (polls per progress turn; 0 = never turn progress) or `yield_mode`
-    /// (0 never, 1 always; negative = automatic).
-    pub fn for_node(local_ranks: usize, cores: usize, yield_when_idle: bool, spin: i32, yield_mode: i32) -> WaitPolicy {
+    /// Open MPI's `mpi_yield_when_idle` — unless the user set `spin` (polls
+    /// per progress turn; 0 = never turn progress) or `idle`.
+    pub fn for_node(
+        local_ranks: usize,
+        cores: usize,
+        yield_when_idle: bool,
+        spin: i32,
+        idle: Option<Idle>,
+    ) -> WaitPolicy {
         let oversubscribed = local_ranks > cores;
-        let auto_spins = if oversubscribed { 16 } else { 256 };
+        let auto_spins = if oversubscribed { 1 } else { 256 };
         WaitPolicy {
             spins: if spin > 0 { spin as u32 } else { auto_spins },
             progress: spin != 0,
-            yield_core: match yield_mode {
-                0 => false,
-                m if m > 0 => true,
-                _ => oversubscribed || yield_when_idle,
-            },
+            idle: idle.unwrap_or(if oversubscribed {
+                Idle::Sleep
+            } else if yield_when_idle {
+                Idle::Yield
+            } else {
+                Idle::Spin
+            }),
         }
     }
 }
 
 /// Polls `done` until it is true. Between rounds of `spins` polls it calls
 /// `progress` (Open MPI's progress engine, so that a peer's pending
-/// point-to-point traffic completes while we wait) and yields the core if
-/// the policy says so.
-pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, mut progress: impl FnMut()) {
+/// point-to-point traffic completes while we wait), then yields the core or
+/// calls `sleep` as the policy says.
+pub fn wait_until(
+    policy: WaitPolicy,
+    mut done: impl FnMut() -> bool,
+    mut progress: impl FnMut(),
+    mut sleep: impl FnMut(),
+) {
+    let mut rounds = 0u32;
     loop {
+        rounds = rounds.saturating_add(1);
         for _ in 0..policy.spins {
             if done() {
                 return;
@@ -53,8 +104,11 @@ pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, mut progre
                 return;
             }
         }
-        if policy.yield_core {
-            std::thread::yield_now();
+        match policy.idle {
+            Idle::Spin => {}
+            Idle::Yield => std::thread::yield_now(),
+            Idle::Sleep if rounds <= YIELDS_BEFORE_SLEEP => std::thread::yield_now(),
+            Idle::Sleep => sleep(),
         }
     }
 }
@@ -76,23 +130,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn oversubscription_yields() {
-        assert!(WaitPolicy::for_node(4, 2, false, -1, -1).yield_core);
-        assert!(!WaitPolicy::for_node(2, 2, false, -1, -1).yield_core);
-        assert!(WaitPolicy::for_node(2, 2, true, -1, -1).yield_core);
-        assert!(!WaitPolicy::for_node(4, 2, true, -1, 0).yield_core);
-        let p = WaitPolicy::for_node(2, 2, false, 0, -1);
+    fn policy_follows_facts_unless_set() {
+        assert_eq!(
+            WaitPolicy::for_node(4, 2, false, -1, None).idle,
+            Idle::Sleep
+        );
+        assert_eq!(WaitPolicy::for_node(2, 2, false, -1, None).idle, Idle::Spin);
+        assert_eq!(WaitPolicy::for_node(2, 2, true, -1, None).idle, Idle::Yield);
+        assert_eq!(
+            WaitPolicy::for_node(4, 2, true, -1, Some(Idle::Spin)).idle,
+            Idle::Spin
+        );
+        let p = WaitPolicy::for_node(2, 2, false, 0, None);
         assert!(!p.progress && p.spins > 0);
-        assert_eq!(WaitPolicy::for_node(2, 2, false, 7, -1).spins, 7);
+        assert_eq!(WaitPolicy::for_node(2, 2, false, 7, None).spins, 7);
+        assert_eq!(Idle::parse("Sleep"), Ok(Some(Idle::Sleep)));
+        assert!(Idle::parse("nap").unwrap_err().contains(Idle::VALID));
     }
 
     #[test]
     fn progress_turns_while_waiting() {
         let mut polls = 0;
         let mut turns = 0;
-        let p = WaitPolicy { spins: 4, progress: true, yield_core: true };
-        wait_until(p, || { polls += 1; polls > 10 }, || turns += 1);
+        let mut naps = 0;
+        let p = WaitPolicy {
+            spins: 4,
+            progress: true,
+            idle: Idle::Sleep,
+        };
+        wait_until(
+            p,
+            || {
+                polls += 1;
+                polls > 10
+            },
+            || turns += 1,
+            || naps += 1,
+        );
         assert_eq!(polls, 11);
         assert_eq!(turns, 2);
+        assert_eq!(naps, 2_u32.saturating_sub(YIELDS_BEFORE_SLEEP));
     }
 }

@@ -32,15 +32,21 @@ fn scratch(tag: &str) -> PathBuf {
 fn component_path() -> &'static str {
     static PATH: OnceLock<String> = OnceLock::new();
     PATH.get_or_init(|| {
-        let out = Command::new("ompi_info").args(["--path", "pkglibdir", "--parsable"]).output().expect("ompi_info");
+        let out = Command::new("ompi_info")
+            .args(["--path", "pkglibdir", "--parsable"])
+            .output()
+            .expect("ompi_info");
         let text = String::from_utf8_lossy(&out.stdout);
         let pkglib = text.trim().rsplit(':').next().unwrap().to_string();
         let dir = match std::env::var("HWBARR_COMPONENT_DIR") {
             Ok(d) => PathBuf::from(d),
             Err(_) => {
                 let d = scratch("components");
-                std::fs::copy(target_dir().join("libmca_coll_hwbarr.so"), d.join("mca_coll_hwbarr.so"))
-                    .expect("the built libmca_coll_hwbarr.so");
+                std::fs::copy(
+                    target_dir().join("libmca_coll_hwbarr.so"),
+                    d.join("mca_coll_hwbarr.so"),
+                )
+                .expect("the built libmca_coll_hwbarr.so");
                 d
             }
         };
@@ -73,20 +79,42 @@ impl Job {
         self.timed_out
     }
     fn dump(&self) -> String {
-        format!("status {:?}\n--- stdout\n{}\n--- stderr\n{}", self.out.status, self.stdout(), self.stderr())
+        format!(
+            "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.out.status,
+            self.stdout(),
+            self.stderr()
+        )
     }
 }
 
-fn mpirun_cmd(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Command {
+fn mpirun_cmd(
+    np: usize,
+    mca: &[(&str, &str)],
+    env: &[(&str, &str)],
+    args: &[&str],
+    secs: u32,
+) -> Command {
     let mut c = Command::new("timeout");
-    c.args(["-k", "5", &secs.to_string(), "mpirun", "--oversubscribe", "--bind-to", "none", "-np", &np.to_string()]);
+    c.args([
+        "-k",
+        "5",
+        &secs.to_string(),
+        "mpirun",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        &np.to_string(),
+    ]);
     c.args(["--mca", "mca_base_component_path", component_path()]);
     for (k, v) in mca {
         c.args(["--mca", k, v]);
     }
     c.arg(target_dir().join("examples/barrier_check"));
     c.args(args);
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -96,8 +124,13 @@ fn mpirun_cmd(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&st
 fn mpirun(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
     let _g = lock();
     let t = std::time::Instant::now();
-    let out = mpirun_cmd(np, mca, env, args, secs).output().expect("run mpirun");
-    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
+    let out = mpirun_cmd(np, mca, env, args, secs)
+        .output()
+        .expect("run mpirun");
+    Job {
+        out,
+        timed_out: t.elapsed().as_secs() >= secs as u64,
+    }
 }
 
 /// A zeroed board file for the semantics check.
@@ -132,11 +165,20 @@ fn ompi_info_lists_component_and_parameters() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MCA coll: hwbarr"), "{text}");
-    for p in ["priority", "algorithm", "verbose", "spin", "yield"] {
-        assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
+    for p in ["priority", "algorithm", "verbose", "spin", "idle"] {
+        assert!(
+            text.contains(&format!("\"coll_hwbarr_{p}\"")),
+            "missing {p}: {text}"
+        );
     }
-    assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
-    assert!(text.contains("Valid values: toggle, counter, linear, auto"), "{text}");
+    assert!(
+        text.contains("current value: \"40\""),
+        "priority default 40: {text}"
+    );
+    assert!(
+        text.contains("Valid values: toggle, counter, linear, auto"),
+        "{text}"
+    );
 }
 
 /// Barrier semantics with random delays on world, dup, split, overlapping
@@ -150,15 +192,25 @@ fn semantics_every_algorithm_every_size() {
             let job = semantics(np, alg, iters, &[]);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
             let (out, err) = (job.stdout(), job.stderr());
-            assert_eq!(out.matches("semantics OK").count(), np, "np={np} alg={alg}\n{}", job.dump());
+            assert_eq!(
+                out.matches("semantics OK").count(),
+                np,
+                "np={np} alg={alg}\n{}",
+                job.dump()
+            );
             if np == 1 {
-                assert!(!err.contains("served"), "hwbarr must decline a 1-rank world\n{}", job.dump());
+                assert!(
+                    !err.contains("served"),
+                    "hwbarr must decline a 1-rank world\n{}",
+                    job.dump()
+                );
                 continue;
             }
             for r in 0..np {
                 let line = format!("rank {r} of communicator cid 0: served {iters} barriers with ");
                 let hit = err.lines().find(|l| l.contains(&line));
-                let hit = hit.unwrap_or_else(|| panic!("np={np} alg={alg}: no '{line}'\n{}", job.dump()));
+                let hit =
+                    hit.unwrap_or_else(|| panic!("np={np} alg={alg}: no '{line}'\n{}", job.dump()));
                 if alg != "auto" {
                     assert!(hit.ends_with(alg), "{hit}");
                 }
@@ -176,7 +228,11 @@ fn semantics_every_algorithm_every_size() {
 #[test]
 fn semantics_check_catches_a_missing_barrier() {
     let job = semantics(3, "toggle", 200, &[("HWBARR_SKIP_BARRIER", "1")]);
-    assert!(!job.ok() && job.stderr().contains("VIOLATION"), "{}", job.dump());
+    assert!(
+        !job.ok() && job.stderr().contains("VIOLATION"),
+        "{}",
+        job.dump()
+    );
 }
 
 /// A rank waiting in the barrier turns MPI progress, so its peer's pending
@@ -192,7 +248,11 @@ fn waiting_turns_mpi_progress() {
                 &["progress", "6"],
                 90,
             );
-            assert!(job.ok(), "np={np} alg={alg}: deadlock or failure\n{}", job.dump());
+            assert!(
+                job.ok(),
+                "np={np} alg={alg}: deadlock or failure\n{}",
+                job.dump()
+            );
             assert_eq!(job.stdout().matches("progress OK").count(), np);
         }
     }
@@ -204,7 +264,11 @@ fn waiting_turns_mpi_progress() {
 fn progress_test_catches_a_barrier_without_progress() {
     let job = mpirun(
         2,
-        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_spin", "0"), ("btl", "self,tcp")],
+        &[
+            ("coll_hwbarr_algorithm", "toggle"),
+            ("coll_hwbarr_spin", "0"),
+            ("btl", "self,tcp"),
+        ],
         &[],
         &["progress", "6"],
         15,
@@ -217,10 +281,21 @@ fn invalid_algorithm_is_reported_once_and_the_job_runs_on() {
     let job = semantics(4, "bogus", 100, &[]);
     assert!(job.ok(), "{}", job.dump());
     let err = job.stderr();
-    let lines: Vec<_> = err.lines().filter(|l| l.contains("coll_hwbarr_algorithm")).collect();
+    let lines: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains("coll_hwbarr_algorithm"))
+        .collect();
     assert_eq!(lines.len(), 1, "{}", job.dump());
-    assert!(lines[0].contains("'bogus'") && lines[0].contains("toggle, counter, linear, auto"), "{}", lines[0]);
-    assert!(!err.contains("served"), "hwbarr must not serve: {}", job.dump());
+    assert!(
+        lines[0].contains("'bogus'") && lines[0].contains("toggle, counter, linear, auto"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        !err.contains("served"),
+        "hwbarr must not serve: {}",
+        job.dump()
+    );
 }
 
 /// Hundreds of live communicators each get their own segment; freeing
@@ -231,7 +306,10 @@ fn communicators_release_their_segments() {
     assert!(job.ok(), "{}", job.dump());
     let out = job.stdout();
     for round in 0..2 {
-        let line = out.lines().find(|l| l.starts_with(&format!("churn round {round}:"))).expect("churn line");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("churn round {round}:")))
+            .expect("churn line");
         let nums: Vec<usize> = line
             .split(|c: char| !c.is_ascii_digit())
             .filter(|s| !s.is_empty())
@@ -245,7 +323,11 @@ fn communicators_release_their_segments() {
 
 fn shm_names() -> Vec<String> {
     let mut v: Vec<_> = std::fs::read_dir("/dev/shm")
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -272,7 +354,13 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 fn sigkill_in_a_barrier_leaves_nothing_behind() {
     let before = shm_names();
     let sess = scratch("session");
-    let job = mpirun(3, &[("orte_tmpdir_base", sess.to_str().unwrap())], &[], &["die", "50"], 60);
+    let job = mpirun(
+        3,
+        &[("orte_tmpdir_base", sess.to_str().unwrap())],
+        &[],
+        &["die", "50"],
+        60,
+    );
     assert!(!job.ok() && !job.timed_out(), "{}", job.dump());
     assert!(job.stderr().contains("signal 9"), "{}", job.dump());
     let after = shm_names();
@@ -291,17 +379,30 @@ fn two_jobs_at_once() {
     let mut kids: Vec<_> = boards
         .iter()
         .map(|b| {
-            mpirun_cmd(2, &[("coll_hwbarr_algorithm", "counter")], &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "1000"], 180)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            mpirun_cmd(
+                2,
+                &[("coll_hwbarr_algorithm", "counter")],
+                &[("HWBARR_BOARD", b.to_str().unwrap())],
+                &["semantics", "1000"],
+                180,
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     for k in kids.drain(..) {
         let out = k.wait_with_output().unwrap();
-        let job = Job { out, timed_out: false };
-        assert!(job.ok() && job.stdout().matches("semantics OK").count() == 2, "{}", job.dump());
+        let job = Job {
+            out,
+            timed_out: false,
+        };
+        assert!(
+            job.ok() && job.stdout().matches("semantics OK").count() == 2,
+            "{}",
+            job.dump()
+        );
     }
     for b in boards {
         let _ = std::fs::remove_dir_all(b.parent().unwrap());
@@ -312,7 +413,21 @@ fn two_jobs_at_once() {
 /// barrier is served by another component and the job runs.
 #[test]
 fn intercommunicators_are_declined() {
-    let job = mpirun(4, &[("coll_hwbarr_verbose", "3")], &[], &["intercomm", "20"], 60);
-    assert!(job.ok() && job.stdout().matches("intercomm OK").count() == 4, "{}", job.dump());
-    assert!(job.stderr().contains(": intercommunicator"), "{}", job.dump());
+    let job = mpirun(
+        4,
+        &[("coll_hwbarr_verbose", "3")],
+        &[],
+        &["intercomm", "20"],
+        60,
+    );
+    assert!(
+        job.ok() && job.stdout().matches("intercomm OK").count() == 4,
+        "{}",
+        job.dump()
+    );
+    assert!(
+        job.stderr().contains(": intercommunicator"),
+        "{}",
+        job.dump()
+    );
 }

@@ -26,9 +26,18 @@ use crate::sync::{AtomicI32, Line, Ordering};
 /// Enter a barrier as `rank` on `cells` (one counter per rank): charge our
 /// counter with n-1 and send one packet to every peer.
 pub fn arrive(cells: &[Line<AtomicI32>], rank: usize) {
+    arrive_with(cells, rank, |_| {});
+}
+
+/// `arrive`, calling `released(q)` for each peer q whose counter our packet
+/// brought down to 0 — the moment a sleeping q must be woken.
+pub fn arrive_with(cells: &[Line<AtomicI32>], rank: usize, mut released: impl FnMut(usize)) {
     charge(cells, rank);
     for i in 1..cells.len() {
-        send(cells, peer(cells, rank, i));
+        let q = peer(cells, rank, i);
+        if send(cells, q) {
+            released(q);
+        }
     }
 }
 
@@ -45,9 +54,11 @@ pub fn peer(cells: &[Line<AtomicI32>], rank: usize, i: usize) -> usize {
     (rank + i) % cells.len()
 }
 
-/// One barrier control packet: decrement the receiver's counter.
-pub fn send(cells: &[Line<AtomicI32>], to: usize) {
-    cells[to].fetch_sub(1, Ordering::AcqRel);
+/// One barrier control packet: decrement the receiver's counter. True when
+/// this packet released the receiver (its counter went from 1 to 0: only
+/// the owner adds, so a counter reaches 0 from above only this way).
+pub fn send(cells: &[Line<AtomicI32>], to: usize) -> bool {
+    cells[to].fetch_sub(1, Ordering::AcqRel) == 1
 }
 
 /// Has every peer's packet for our current barrier arrived?
