@@ -81,6 +81,7 @@ fn main() {
         .allowlist_type("mca_coll_base_module_2_3_0_t")
         .allowlist_function("hwb_.*")
         .allowlist_function("opal_progress")
+        .allowlist_function("opal_progress_(un)?register")
         .allowlist_function("mca_base_component_var_register")
         .allowlist_var("opal_progress_yield_when_idle")
         .allowlist_var("MCA_BASE_VERSION_(MAJOR|MINOR|RELEASE)")

@@ -16,6 +16,15 @@
 //!   process maps at each point.
 //! - `die <after>`: world rank 1 SIGKILLs itself in the middle of barriers.
 //! - `intercomm <rounds>`: barriers on an even/odd intercommunicator.
+//! - `nonblocking <iters>`: MPI_Ibarrier on three communicators at once,
+//!   completed in a random order per rank (Wait, Test loops, Waitany,
+//!   Waitall); ibarrier then blocking barrier on one communicator; two
+//!   ibarriers outstanding on one communicator; all checked on the board.
+//! - `persistent <iters>`: MPIX_Barrier_init + MPI_Start/MPI_Wait (or Test
+//!   loops) with random delays, checked on the board; inactive and freed
+//!   requests.
+//! - `leak <ops>`: that many ibarriers and persistent starts; prints the
+//!   process's hwbarr mappings, fds and resident memory before and after.
 
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
@@ -290,6 +299,214 @@ fn intercomm(world: &SimpleCommunicator, rounds: u64) {
     println!("rank {me}: intercomm OK");
 }
 
+extern "C" {
+    /// Open MPI 4.1's persistent barrier (mpi-ext.h, pcollreq extension).
+    fn MPIX_Barrier_init(comm: mpi::ffi::MPI_Comm, info: mpi::ffi::MPI_Info, req: *mut mpi::ffi::MPI_Request) -> i32;
+}
+
+/// A raw request we wait for ourselves (rsmpi has no persistent requests).
+struct Raw(mpi::ffi::MPI_Request);
+
+impl Raw {
+    fn ibarrier(comm: &SimpleCommunicator) -> Raw {
+        use mpi::raw::AsRaw;
+        // SAFETY: MPI_REQUEST_NULL is a valid initial value; the call fills it.
+        let mut r = Raw(unsafe { mpi::ffi::RSMPI_REQUEST_NULL });
+        // SAFETY: live communicator, valid out-pointer.
+        assert_eq!(unsafe { mpi::ffi::MPI_Ibarrier(comm.as_raw(), &mut r.0) }, 0);
+        r
+    }
+    fn persistent(comm: &SimpleCommunicator) -> Raw {
+        use mpi::raw::AsRaw;
+        // SAFETY: as above.
+        let mut r = Raw(unsafe { mpi::ffi::RSMPI_REQUEST_NULL });
+        // SAFETY: live communicator, MPI_INFO_NULL, valid out-pointer.
+        assert_eq!(unsafe { MPIX_Barrier_init(comm.as_raw(), mpi::ffi::RSMPI_INFO_NULL, &mut r.0) }, 0);
+        r
+    }
+    fn start(&mut self) {
+        // SAFETY: an inactive persistent request of ours.
+        assert_eq!(unsafe { mpi::ffi::MPI_Start(&mut self.0) }, 0);
+    }
+    fn wait(&mut self) {
+        // SAFETY: a request of ours; MPI_STATUS_IGNORE is valid.
+        assert_eq!(unsafe { mpi::ffi::MPI_Wait(&mut self.0, mpi::ffi::RSMPI_STATUS_IGNORE) }, 0);
+    }
+    fn test(&mut self) -> bool {
+        let mut flag = 0;
+        // SAFETY: as above.
+        assert_eq!(unsafe { mpi::ffi::MPI_Test(&mut self.0, &mut flag, mpi::ffi::RSMPI_STATUS_IGNORE) }, 0);
+        flag != 0
+    }
+    fn free(&mut self) {
+        // SAFETY: an inactive persistent request of ours.
+        assert_eq!(unsafe { mpi::ffi::MPI_Request_free(&mut self.0) }, 0);
+    }
+}
+
+fn wait_all(reqs: &mut [Raw]) {
+    let mut raw: Vec<_> = reqs.iter().map(|r| r.0).collect();
+    // SAFETY: our requests; statuses ignored.
+    let rc = unsafe { mpi::ffi::MPI_Waitall(raw.len() as i32, raw.as_mut_ptr(), mpi::ffi::RSMPI_STATUSES_IGNORE) };
+    assert_eq!(rc, 0);
+    for (r, x) in reqs.iter_mut().zip(raw) {
+        r.0 = x;
+    }
+}
+
+fn wait_any(reqs: &mut [Raw]) -> usize {
+    let mut raw: Vec<_> = reqs.iter().map(|r| r.0).collect();
+    let mut idx = 0;
+    // SAFETY: our requests; status ignored.
+    let rc = unsafe { mpi::ffi::MPI_Waitany(raw.len() as i32, raw.as_mut_ptr(), &mut idx, mpi::ffi::RSMPI_STATUS_IGNORE) };
+    assert_eq!(rc, 0);
+    for (r, x) in reqs.iter_mut().zip(raw) {
+        r.0 = x;
+    }
+    idx as usize
+}
+
+/// After a non-blocking barrier k completed on `t`: did every member enter?
+fn check_after(t: &Tested, board: &Board, me: usize, k: u64) {
+    for &q in &t.members {
+        let e = board.cell(t.slot, q).load(SeqCst);
+        if e < k {
+            eprintln!("VIOLATION: world rank {me} completed barrier {k} of slot {} before rank {q} entered it", t.slot);
+            std::process::exit(1);
+        }
+    }
+}
+
+fn nonblocking(world: &SimpleCommunicator, iters: u64) {
+    let board = Board::open();
+    let me = world.rank() as usize;
+    let mut rng = Rng(0xA5A5_5A5A ^ ((me as u64 + 7) * 0x9E37_79B9));
+    let mut ts: Vec<Tested> = (0..3).map(|s| Tested::new(world.duplicate(), s, me)).collect();
+    for i in 0..iters {
+        // Three communicators at once, completed in a random order.
+        let mut reqs = Vec::new();
+        for t in ts.iter_mut() {
+            rng.delay();
+            t.count += 1;
+            board.cell(t.slot, me).store(t.count, SeqCst);
+            reqs.push(Raw::ibarrier(&t.comm));
+        }
+        match rng.next() % 4 {
+            0 => {
+                let mut order: Vec<usize> = (0..3).collect();
+                order.rotate_left((rng.next() % 3) as usize);
+                for k in order {
+                    reqs[k].wait();
+                    check_after(&ts[k], &board, me, ts[k].count);
+                }
+            }
+            1 => {
+                let mut left = 3;
+                while left > 0 {
+                    for k in 0..3 {
+                        // SAFETY: comparing handles only.
+                        if reqs[k].0 != unsafe { mpi::ffi::RSMPI_REQUEST_NULL } && reqs[k].test() {
+                            check_after(&ts[k], &board, me, ts[k].count);
+                            left -= 1;
+                        }
+                    }
+                }
+            }
+            2 => {
+                for _ in 0..3 {
+                    let k = wait_any(&mut reqs);
+                    check_after(&ts[k], &board, me, ts[k].count);
+                }
+            }
+            _ => {
+                wait_all(&mut reqs);
+                for t in &ts {
+                    check_after(t, &board, me, t.count);
+                }
+            }
+        }
+        // Ibarrier then blocking barrier on one communicator, then two
+        // ibarriers outstanding on it.
+        let t = &mut ts[(i % 3) as usize];
+        t.count += 1;
+        board.cell(t.slot, me).store(t.count, SeqCst);
+        let mut r = Raw::ibarrier(&t.comm);
+        rng.delay();
+        t.checked_barrier(&board, me);
+        r.wait();
+        t.count += 1;
+        board.cell(t.slot, me).store(t.count, SeqCst);
+        let mut two = vec![Raw::ibarrier(&t.comm)];
+        t.count += 1;
+        board.cell(t.slot, me).store(t.count, SeqCst);
+        two.push(Raw::ibarrier(&t.comm));
+        rng.delay();
+        wait_all(&mut two);
+        check_after(t, &board, me, t.count);
+    }
+    println!("rank {me}: nonblocking OK");
+}
+
+fn persistent(world: &SimpleCommunicator, iters: u64) {
+    let board = Board::open();
+    let me = world.rank() as usize;
+    let mut rng = Rng(0x1234_5678 ^ ((me as u64 + 3) * 0x9E37_79B9));
+    let mut t = Tested::new(world.duplicate(), 0, me);
+    // Inactive requests: waiting returns at once; freeing without a start.
+    let mut idle = Raw::persistent(&t.comm);
+    idle.wait();
+    idle.free();
+    let mut p = Raw::persistent(&t.comm);
+    for i in 0..iters {
+        rng.delay();
+        t.count += 1;
+        board.cell(t.slot, me).store(t.count, SeqCst);
+        p.start();
+        if i % 2 == 0 {
+            p.wait();
+        } else {
+            while !p.test() {}
+        }
+        check_after(&t, &board, me, t.count);
+        if i % 100 == 0 {
+            p.wait(); // inactive again: returns at once
+            t.checked_barrier(&board, me); // blocking barrier between starts
+        }
+    }
+    p.free();
+    println!("rank {me}: persistent OK ({} starts)", iters);
+}
+
+fn rss_kib() -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let l = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    l.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn leak(world: &SimpleCommunicator, ops: u64) {
+    let c = world.duplicate();
+    let mut p = Raw::persistent(&c);
+    // Warm up allocators and the device before measuring.
+    for _ in 0..1000 {
+        Raw::ibarrier(&c).wait();
+        p.start();
+        p.wait();
+    }
+    let (segs0, fds0) = segments_and_fds();
+    let rss0 = rss_kib();
+    for i in 0..ops / 2 {
+        Raw::ibarrier(&c).wait();
+        p.start();
+        if i % 2 == 0 { p.wait() } else { while !p.test() {} }
+    }
+    p.free();
+    let (segs1, fds1) = segments_and_fds();
+    let rss1 = rss_kib();
+    if world.rank() == 0 {
+        println!("leak: ops {ops} segs {segs0}->{segs1} fds {fds0}->{fds1} rss_kib {rss0}->{rss1}");
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("semantics");
@@ -302,6 +519,9 @@ fn main() {
         "churn" => churn(&world, arg),
         "die" => die(&world, arg),
         "intercomm" => intercomm(&world, arg),
+        "nonblocking" => nonblocking(&world, arg),
+        "persistent" => persistent(&world, arg),
+        "leak" => leak(&world, arg),
         other => panic!("unknown mode {other}"),
     }
 }

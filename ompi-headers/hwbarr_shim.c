@@ -90,3 +90,71 @@ int hwb_request_test(ompi_request_t **req, int *done)
 {
     return ompi_request_test(req, done, MPI_STATUS_IGNORE);
 }
+
+typedef struct {
+    ompi_request_t super;
+    void *owner;
+} hwb_request_t;
+
+static OBJ_CLASS_INSTANCE(hwb_request_t, ompi_request_t, NULL, NULL);
+
+ompi_request_t *hwb_request_new(ompi_communicator_t *comm, int persistent, void *owner,
+                                hwb_start_fn start, hwb_free_fn free_fn, hwb_cancel_fn cancel)
+{
+    hwb_request_t *r = OBJ_NEW(hwb_request_t);
+    if (NULL == r) {
+        return NULL;
+    }
+    OMPI_REQUEST_INIT(&r->super, persistent ? true : false);
+    r->super.req_type = OMPI_REQUEST_COLL;
+    r->super.req_state = persistent ? OMPI_REQUEST_INACTIVE : OMPI_REQUEST_ACTIVE;
+    r->super.req_status.MPI_ERROR = OMPI_SUCCESS;
+    r->super.req_start = (ompi_request_start_fn_t) start;
+    r->super.req_free = free_fn;
+    r->super.req_cancel = cancel;
+    r->super.req_mpi_object.comm = comm;
+    r->owner = owner;
+    return &r->super;
+}
+
+void *hwb_request_owner(ompi_request_t *req) { return ((hwb_request_t *) req)->owner; }
+
+void hwb_request_activate(ompi_request_t *req)
+{
+    req->req_complete = REQUEST_PENDING;
+    req->req_state = OMPI_REQUEST_ACTIVE;
+    req->req_status.MPI_ERROR = OMPI_SUCCESS;
+}
+
+void hwb_request_complete(ompi_request_t *req, int error)
+{
+    req->req_status.MPI_ERROR = error;
+    ompi_request_complete(req, true);
+}
+
+void hwb_request_forget(ompi_request_t **req) { *req = MPI_REQUEST_NULL; }
+
+void hwb_request_release(ompi_request_t **req)
+{
+    OMPI_REQUEST_FINI(*req);
+    OBJ_RELEASE(*req);
+    *req = MPI_REQUEST_NULL;
+}
+
+int hwb_request_done(ompi_request_t **req, int *error)
+{
+    if (!REQUEST_COMPLETE(*req)) {
+        return 0;
+    }
+    *error = (*req)->req_status.MPI_ERROR;
+    ompi_request_free(req);
+    *req = NULL;
+    return 1;
+}
+
+void hwb_comm_current_ibarrier(ompi_communicator_t *comm, hwb_ibarrier_fn *fn,
+                               mca_coll_base_module_t **module)
+{
+    *fn = comm->c_coll->coll_ibarrier;
+    *module = comm->c_coll->coll_ibarrier_module;
+}

@@ -42,4 +42,33 @@ int hwb_pml_irecv(void *buf, size_t len, int src, int tag, struct ompi_communica
 /* Non-blocking completion test; on completion frees the request and sets *done. */
 int hwb_request_test(struct ompi_request_t **req, int *done);
 
+/* --- requests for MPI_Ibarrier and the persistent barrier --- */
+typedef int (*hwb_start_fn)(size_t count, struct ompi_request_t **reqs);
+typedef int (*hwb_free_fn)(struct ompi_request_t **req);
+typedef int (*hwb_cancel_fn)(struct ompi_request_t *req, int complete);
+/* A collective request (inactive if persistent, pending otherwise) whose
+ * `owner` is handed back by hwb_request_owner. */
+struct ompi_request_t *hwb_request_new(struct ompi_communicator_t *comm, int persistent, void *owner,
+                                       hwb_start_fn start, hwb_free_fn free_fn, hwb_cancel_fn cancel);
+void *hwb_request_owner(struct ompi_request_t *req);
+/* MPI_Start: mark active and pending. */
+void hwb_request_activate(struct ompi_request_t *req);
+/* MPI-complete it (wakes a waiter), with an MPI error code. */
+void hwb_request_complete(struct ompi_request_t *req, int error);
+/* Set the caller's handle to MPI_REQUEST_NULL. */
+void hwb_request_forget(struct ompi_request_t **req);
+/* Release it (from req_free) and set *req to MPI_REQUEST_NULL. */
+void hwb_request_release(struct ompi_request_t **req);
+/* A point-to-point request: 1 (and freed, *req = NULL) once complete,
+ * without turning progress; *error gets its MPI error. */
+int hwb_request_done(struct ompi_request_t **req, int *error);
+
+/* The nonblocking and persistent barriers installed before ours. */
+typedef int (*hwb_ibarrier_fn)(struct ompi_communicator_t *, struct ompi_request_t **,
+                               struct mca_coll_base_module_2_3_0_t *);
+typedef int (*hwb_barrier_init_fn)(struct ompi_communicator_t *, struct ompi_info_t *,
+                                   struct ompi_request_t **, struct mca_coll_base_module_2_3_0_t *);
+void hwb_comm_current_ibarrier(struct ompi_communicator_t *comm, hwb_ibarrier_fn *fn,
+                               struct mca_coll_base_module_2_3_0_t **module);
+
 #endif

@@ -4,26 +4,22 @@
 //! it and answers with its status; rank 0 sends the verdict to all. Either
 //! every rank uses the segment or none does. The exchange is itself a
 //! barrier (rank 0 hears from every rank before anyone hears the verdict),
-//! so it serves the first MPI_Barrier call.
+//! so it serves the first barrier call.
+//!
+//! The exchange is a non-blocking state machine (`poll`), so that a first
+//! MPI_Ibarrier or MPI_Start can set the device up without blocking; the
+//! blocking barrier just polls it to the end.
 
 use std::collections::hash_map::RandomState;
 use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
+use std::ptr::null_mut;
 
 use crate::device::{Offer, Segment};
-use crate::linear::{check, Pml};
+use crate::ffi::{self, ompi_communicator_t as Comm, ompi_request_t as Request, MCA_COLL_BASE_TAG_BARRIER};
 
 const OK: u64 = 0;
-
-fn words_to_bytes(w: &[u64]) -> Vec<u8> {
-    w.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn bytes_to_words(b: &[u8]) -> Vec<u64> {
-    b.chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
+const OFFER_WORDS: usize = 5;
 
 /// A fresh token that ties a segment to this one exchange.
 fn token() -> u64 {
@@ -34,73 +30,190 @@ fn token() -> u64 {
 
 /// An errno-like code for a failure to attach (never 0).
 fn code(e: &std::io::Error) -> u64 {
-    e.raw_os_error()
-        .map(|c| c as u64)
-        .filter(|&c| c != 0)
-        .unwrap_or(u64::MAX)
+    e.raw_os_error().map(|c| c as u64).filter(|&c| c != 0).unwrap_or(u64::MAX)
 }
 
-/// Runs the exchange as `rank` of `size`. Outer error: an MPI error code
-/// (communication failed). Inner error: why the device cannot be used,
-/// agreed by all ranks.
-pub fn run(pml: Pml, rank: c_int, size: c_int) -> Result<Result<Segment, String>, c_int> {
-    let n = size as usize;
-    if rank == 0 {
-        let created = Segment::create(n, token());
-        let msg = match &created {
-            Ok(seg) => {
-                let o = seg.offer().expect("creator holds the fd");
-                [OK, o.pid as u64, o.fd as u64, o.len, o.token]
-            }
-            Err(e) => [code(e), 0, 0, 0, 0],
+/// Point-to-point requests in flight, over buffers this struct owns.
+struct Flight {
+    comm: *mut Comm,
+    reqs: Vec<*mut Request>,
+}
+
+impl Flight {
+    fn isend(&mut self, buf: &[u64], dst: c_int) -> Result<(), c_int> {
+        let mut r = null_mut();
+        // SAFETY: `buf` lives in the Boot that owns this Flight until every
+        // request completed (Boot waits for them before dropping buffers).
+        let rc = unsafe {
+            ffi::hwb_pml_isend(buf.as_ptr().cast(), buf.len() * 8, dst, MCA_COLL_BASE_TAG_BARRIER, self.comm, &mut r)
         };
-        let msg = words_to_bytes(&msg);
-        for q in 1..size {
-            check(pml.send(&msg, q))?;
-        }
-        let mut verdict = created.map_err(|e| format!("cannot create shared memory: {e}"));
-        for q in 1..size {
-            let mut ans = [0u8; 8];
-            check(pml.recv(&mut ans, q))?;
-            let st = u64::from_le_bytes(ans);
-            if st != OK && verdict.is_ok() {
-                let e = std::io::Error::from_raw_os_error(st as i32);
-                verdict = Err(format!("rank {q} cannot map the segment: {e}"));
-            }
-        }
-        let v = words_to_bytes(&[if verdict.is_ok() { OK } else { 1 }]);
-        for q in 1..size {
-            check(pml.send(&v, q))?;
-        }
-        return Ok(verdict.map(|mut s| {
-            s.seal();
-            s
-        }));
+        self.push(rc, r)
     }
-    let mut buf = [0u8; 40];
-    check(pml.recv(&mut buf, 0))?;
-    let w = bytes_to_words(&buf);
-    let attached = if w[0] == OK {
-        let offer = Offer {
-            pid: w[1] as u32,
-            fd: w[2] as i32,
-            len: w[3],
-            token: w[4],
+
+    fn irecv(&mut self, buf: &mut [u64], src: c_int) -> Result<(), c_int> {
+        let mut r = null_mut();
+        // SAFETY: as in `isend`; the buffer is writable and outlives the request.
+        let rc = unsafe {
+            ffi::hwb_pml_irecv(buf.as_mut_ptr().cast(), buf.len() * 8, src, MCA_COLL_BASE_TAG_BARRIER, self.comm, &mut r)
         };
-        Segment::attach(&offer, n).map_err(|e| (code(&e), e.to_string()))
-    } else {
-        Err((OK + 1, "rank 0 could not create the segment".into()))
-    };
-    let st = match &attached {
-        Ok(_) => OK,
-        Err((c, _)) => *c,
-    };
-    check(pml.send(&st.to_le_bytes(), 0))?;
-    let mut v = [0u8; 8];
-    check(pml.recv(&mut v, 0))?;
-    Ok(match (attached, u64::from_le_bytes(v)) {
-        (Ok(seg), OK) => Ok(seg),
-        (Err((_, why)), _) => Err(why),
-        (Ok(_), _) => Err("a peer could not map the segment".into()),
-    })
+        self.push(rc, r)
+    }
+
+    fn push(&mut self, rc: c_int, r: *mut Request) -> Result<(), c_int> {
+        if rc != ffi::SUCCESS {
+            return Err(rc);
+        }
+        self.reqs.push(r);
+        Ok(())
+    }
+
+    /// True when every request completed (each is freed as it does).
+    fn done(&mut self) -> Result<bool, c_int> {
+        let mut err = ffi::SUCCESS;
+        let mut first_err = ffi::SUCCESS;
+        self.reqs.retain_mut(|r| {
+            // SAFETY: a live request returned by the PML; freed and nulled once done.
+            let done = unsafe { ffi::hwb_request_done(r, &mut err) } != 0;
+            if done && err != ffi::SUCCESS && first_err == ffi::SUCCESS {
+                first_err = err;
+            }
+            !done
+        });
+        if first_err != ffi::SUCCESS {
+            return Err(first_err);
+        }
+        Ok(self.reqs.is_empty())
+    }
+}
+
+enum Stage {
+    /// Peer: waiting for rank 0's offer.
+    Offer,
+    /// Rank 0: offers out, acks coming in. Peer: ack out, verdict coming.
+    Answers,
+    /// Rank 0: verdicts out.
+    Verdict,
+    Done,
+}
+
+/// One rank's part of the exchange.
+pub struct Boot {
+    rank: c_int,
+    size: c_int,
+    flight: Flight,
+    stage: Stage,
+    offer: Box<[u64; OFFER_WORDS]>,
+    answers: Vec<u64>,
+    verdict: Box<[u64; 1]>,
+    outcome: Option<Result<Segment, String>>,
+}
+
+impl Boot {
+    /// Starts the exchange as `rank` of `size` on `comm`.
+    pub fn start(comm: *mut Comm, rank: c_int, size: c_int) -> Result<Boot, c_int> {
+        let mut b = Boot {
+            rank,
+            size,
+            flight: Flight { comm, reqs: Vec::new() },
+            stage: Stage::Offer,
+            offer: Box::new([0; OFFER_WORDS]),
+            answers: vec![0; size as usize],
+            verdict: Box::new([0]),
+            outcome: None,
+        };
+        if rank == 0 {
+            let created = Segment::create(size as usize, token());
+            *b.offer = match &created {
+                Ok(seg) => {
+                    let o = seg.offer().expect("creator holds the fd");
+                    [OK, o.pid as u64, o.fd as u64, o.len, o.token]
+                }
+                Err(e) => [code(e), 0, 0, 0, 0],
+            };
+            b.outcome = Some(created.map_err(|e| format!("cannot create shared memory: {e}")));
+            for q in 1..size {
+                b.flight.isend(&b.offer[..], q)?;
+                let (q, ans) = (q as usize, &mut b.answers);
+                b.flight.irecv(&mut ans[q..q + 1], q as c_int)?;
+            }
+            b.stage = Stage::Answers;
+        } else {
+            b.flight.irecv(&mut b.offer[..], 0)?;
+        }
+        Ok(b)
+    }
+
+    /// Advances the exchange without blocking. `Ok(None)`: not finished.
+    /// `Ok(Some(..))`: the agreed outcome, the segment or why not. `Err`: an
+    /// MPI error code (communication failed).
+    pub fn poll(&mut self) -> Result<Option<Result<Segment, String>>, c_int> {
+        loop {
+            if !self.flight.done()? {
+                return Ok(None);
+            }
+            match self.stage {
+                Stage::Offer => {
+                    // Peer: the offer arrived; map it and answer.
+                    let w = &self.offer;
+                    let attached = if w[0] == OK {
+                        let offer = Offer { pid: w[1] as u32, fd: w[2] as i32, len: w[3], token: w[4] };
+                        Segment::attach(&offer, self.size as usize).map_err(|e| (code(&e), e.to_string()))
+                    } else {
+                        Err((OK + 1, "rank 0 could not create the segment".into()))
+                    };
+                    self.answers[0] = match &attached {
+                        Ok(_) => OK,
+                        Err((c, _)) => *c,
+                    };
+                    self.outcome = Some(attached.map_err(|(_, why)| why));
+                    self.flight.isend(&self.answers[..1], 0)?;
+                    self.flight.irecv(&mut self.verdict[..], 0)?;
+                    self.stage = Stage::Answers;
+                }
+                Stage::Answers if self.rank == 0 => {
+                    let mut verdict = self.outcome.take().expect("rank 0 outcome");
+                    for q in 1..self.size as usize {
+                        let st = self.answers[q];
+                        if st != OK && verdict.is_ok() {
+                            let e = std::io::Error::from_raw_os_error(st as i32);
+                            verdict = Err(format!("rank {q} cannot map the segment: {e}"));
+                        }
+                    }
+                    self.verdict[0] = if verdict.is_ok() { OK } else { 1 };
+                    self.outcome = Some(verdict);
+                    for q in 1..self.size {
+                        self.flight.isend(&self.verdict[..], q)?;
+                    }
+                    self.stage = Stage::Verdict;
+                }
+                Stage::Answers | Stage::Verdict => {
+                    self.stage = Stage::Done;
+                    let out = self.outcome.take().expect("outcome");
+                    return Ok(Some(match (out, self.verdict[0]) {
+                        (Ok(mut seg), OK) => {
+                            seg.seal();
+                            Ok(seg)
+                        }
+                        (Err(why), _) => Err(why),
+                        (Ok(_), _) => Err("a peer could not map the segment".into()),
+                    }));
+                }
+                Stage::Done => return Err(ffi::ERROR),
+            }
+        }
+    }
+}
+
+impl Drop for Boot {
+    fn drop(&mut self) {
+        // Requests still in flight point into our buffers: let them finish
+        // (only on an error path, the normal path ends with none).
+        while !self.flight.reqs.is_empty() {
+            if self.flight.done().is_err() {
+                break;
+            }
+            // SAFETY: opal_progress may be called from any MPI call.
+            unsafe { ffi::opal_progress() };
+        }
+    }
 }

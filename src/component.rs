@@ -53,7 +53,7 @@ pub static mut mca_coll_hwbarr_component: mca_coll_base_component_2_0_0_t =
             mca_component_minor_version: 1,
             mca_component_release_version: 0,
             mca_open_component: None,
-            mca_close_component: None,
+            mca_close_component: Some(close),
             mca_query_component: None,
             mca_register_component_params: Some(register),
             mca_component_flags: 0,
@@ -70,6 +70,13 @@ pub static mut mca_coll_hwbarr_component: mca_coll_base_component_2_0_0_t =
 fn component_ptr() -> *const ffi::mca_base_component_t {
     // SAFETY: taking the address of our own static; no reference is formed.
     unsafe { addr_of!(mca_coll_hwbarr_component.collm_version) }
+}
+
+unsafe extern "C" fn close() -> c_int {
+    guard("close", ffi::SUCCESS, || {
+        crate::engine::shutdown();
+        ffi::SUCCESS
+    })
 }
 
 unsafe extern "C" fn register() -> c_int {

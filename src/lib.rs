@@ -22,6 +22,8 @@ mod ffi;
 #[cfg(not(loom))]
 mod futex;
 #[cfg(not(loom))]
+mod engine;
+#[cfg(not(loom))]
 mod linear;
 #[cfg(not(loom))]
 mod module;

@@ -3,16 +3,19 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Mutex, OnceLock};
 
 use once_cell::sync::Lazy;
 
 use std::sync::atomic::fence;
 use std::sync::atomic::Ordering::SeqCst;
 
-use crate::bootstrap;
 use crate::core::{counter, toggle};
 use crate::device::Segment;
-use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm};
+use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm, ompi_request_t as Request};
+use crate::engine::{self, Engine};
 use crate::futex;
 use crate::linear::{self, Pml};
 use crate::params::{Algorithm, Params};
@@ -73,32 +76,35 @@ pub fn choose(requested: Algorithm, size: usize) -> Algorithm {
 
 /// The barrier a lower-priority component had installed, kept (with a
 /// reference on its module) for when our device cannot be set up.
-struct Fallback {
-    barrier: unsafe extern "C" fn(*mut Comm, *mut Module) -> c_int,
+struct Fallback<F> {
+    call: F,
     module: *mut Module,
 }
 
-impl Drop for Fallback {
+impl<F> Drop for Fallback<F> {
     fn drop(&mut self) {
         // SAFETY: we retained this module when we saved it.
         unsafe { ffi::hwb_obj_release(self.module.cast()) };
     }
 }
 
-enum Device {
-    /// Not set up yet: happens on the first barrier.
-    Unset,
-    Ready(Segment),
-    /// Could not be set up: the fallback serves.
-    Unusable,
+type BarrierFn = unsafe extern "C" fn(*mut Comm, *mut Module) -> c_int;
+type IbarrierFn = unsafe extern "C" fn(*mut Comm, *mut *mut Request, *mut Module) -> c_int;
+
+/// Where a rank stands in the barrier it entered on the device.
+#[derive(Clone, Copy, Debug)]
+pub enum Ticket {
+    Toggle(toggle::Target),
+    Counter,
 }
 
 /// Everything a module holds; dropped when Open MPI destroys the module
 /// (communicator freed, MPI_Finalize).
 pub struct ModuleState {
+    pub(crate) module: *mut Module,
     comm: *mut Comm,
-    rank: c_int,
-    size: c_int,
+    pub(crate) rank: c_int,
+    pub(crate) size: c_int,
     cid: u32,
     algorithm: Algorithm,
     /// What the user asked for (`auto` is resolved into `algorithm`).
@@ -106,24 +112,27 @@ pub struct ModuleState {
     verbose: c_int,
     policy: WaitPolicy,
     shape: toggle::Shape,
-    fallback: Option<Fallback>,
-    device: Device,
-    served: u64,
+    fallback: Option<Fallback<BarrierFn>>,
+    ifallback: Option<Fallback<IbarrierFn>>,
+    /// The device once set up: never changes afterwards, read without locks.
+    seg: OnceLock<Segment>,
+    /// Set up failed: the fallbacks serve.
+    unusable: AtomicBool,
+    /// Barriers issued but not finished (non-blocking ones, or a blocking
+    /// one that had to queue behind them): the blocking fast path must not
+    /// overtake them.
+    pub(crate) engine: Mutex<Engine>,
+    pub(crate) queued: AtomicBool,
+    served: AtomicU64,
 }
 
 impl ModuleState {
-    pub fn new(
-        comm: *mut Comm,
-        rank: c_int,
-        size: c_int,
-        cid: u32,
-        p: &Params,
-        requested: Algorithm,
-    ) -> Self {
+    pub fn new(comm: *mut Comm, rank: c_int, size: c_int, cid: u32, p: &Params, requested: Algorithm) -> Self {
         let node = &*NODE;
         // SAFETY: opal_progress_yield_when_idle is a plain bool Open MPI sets at init.
         let yield_idle = unsafe { ffi::opal_progress_yield_when_idle };
         ModuleState {
+            module: std::ptr::null_mut(),
             comm,
             rank,
             size,
@@ -131,67 +140,77 @@ impl ModuleState {
             algorithm: choose(requested, size as usize),
             requested,
             verbose: p.verbose,
-            policy: WaitPolicy::for_node(
-                node.local_ranks,
-                node.cores,
-                yield_idle,
-                p.spin,
-                p.idle.clone().unwrap_or(None),
-            ),
+            policy: WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle, p.spin, p.idle.clone().unwrap_or(None)),
             shape: toggle::Shape::new(size as usize),
             fallback: None,
-            device: Device::Unset,
-            served: 0,
+            ifallback: None,
+            seg: OnceLock::new(),
+            unusable: AtomicBool::new(false),
+            engine: Mutex::new(Engine::default()),
+            queued: AtomicBool::new(false),
+            served: AtomicU64::new(0),
         }
+    }
+
+    pub(crate) fn comm(&self) -> *mut Comm {
+        self.comm
     }
 
     fn pml(&self) -> Pml {
         Pml { comm: self.comm }
     }
 
-    fn name(&self) -> String {
-        // SAFETY: c_name is a NUL-terminated array inside the live communicator.
-        unsafe { CStr::from_ptr(ffi::hwb_comm_name(self.comm)) }
-            .to_string_lossy()
-            .into_owned()
+    /// Serves the non-blocking and persistent barriers too (toggle, counter).
+    pub fn on_device(&self) -> bool {
+        matches!(self.algorithm, Algorithm::Toggle | Algorithm::Counter)
     }
 
-    fn say(&self, level: c_int, msg: &str) {
-        if self.verbose >= level {
-            say(msg);
-        }
+    pub(crate) fn unusable(&self) -> bool {
+        self.unusable.load(Relaxed)
+    }
+
+    fn name(&self) -> String {
+        // SAFETY: c_name is a NUL-terminated array inside the live communicator.
+        unsafe { CStr::from_ptr(ffi::hwb_comm_name(self.comm)) }.to_string_lossy().into_owned()
+    }
+
+    pub(crate) fn count_served(&self) {
+        self.served.fetch_add(1, Relaxed);
     }
 
     /// MPI_Barrier on this communicator.
-    fn barrier(&mut self) -> c_int {
-        let res = match (self.algorithm, &self.device) {
-            (Algorithm::Linear, _) => linear::barrier(self.pml(), self.rank, self.size),
-            (_, Device::Ready(seg)) => {
-                self.shm_barrier(seg);
-                Ok(())
-            }
-            (_, Device::Unset) => self.first_barrier(),
-            (_, Device::Unusable) => return self.fallback_barrier(),
-        };
-        match res {
-            Ok(()) => {
-                self.served += 1;
+    fn barrier(&self) -> c_int {
+        if !self.on_device() {
+            return match linear::barrier(self.pml(), self.rank, self.size) {
+                Ok(()) => {
+                    self.count_served();
+                    ffi::SUCCESS
+                }
+                Err(rc) => rc,
+            };
+        }
+        if self.unusable() {
+            return self.fallback_barrier();
+        }
+        match self.seg.get() {
+            // Fast path: device ready and nothing queued before us.
+            Some(seg) if !self.queued.load(Acquire) => {
+                let t = self.arrive(seg);
+                self.wait(seg, t);
+                self.count_served();
                 ffi::SUCCESS
             }
-            Err(rc) => rc,
+            // First barrier (sets the device up) or behind queued ones.
+            _ => engine::blocking(self),
         }
     }
 
-    /// One barrier on the shared-memory device. Sleepers announce
-    /// themselves before sleeping and the releasing rank looks after
-    /// releasing (SeqCst fences on both sides), so either the sleeper sees
-    /// the release or the releaser sees the sleeper: no lost wake-up, and no
-    /// system call when nobody sleeps.
-    fn shm_barrier(&self, seg: &Segment) {
-        let progress = || {
-            // SAFETY: opal_progress may be called from any MPI call.
-            unsafe { ffi::opal_progress() }
-        };
+    /// Enters a barrier on the device, waking ranks our arrival released.
+    /// Sleepers announce themselves before sleeping and the releasing rank
+    /// looks after releasing (SeqCst fences on both sides), so either the
+    /// sleeper sees the release or the releaser sees the sleeper: no lost
+    /// wake-up, and no system call when nobody sleeps.
+    pub(crate) fn arrive(&self, seg: &Segment) -> Ticket {
         let me = self.rank as usize;
         if self.algorithm == Algorithm::Counter {
             let (cells, asleep) = (seg.counters(), seg.asleep());
@@ -201,7 +220,37 @@ impl ModuleState {
                     futex::wake_all(&*cells[q]);
                 }
             });
-            let sleep = || {
+            Ticket::Counter
+        } else {
+            let w = seg.wires();
+            let (target, fired) = toggle::arrive(&self.shape, &w, me);
+            if fired {
+                fence(SeqCst);
+                if seg.sleepers().load(SeqCst) != 0 {
+                    futex::wake_all(w.input);
+                }
+            }
+            Ticket::Toggle(target)
+        }
+    }
+
+    pub(crate) fn released(&self, seg: &Segment, t: Ticket) -> bool {
+        match t {
+            Ticket::Counter => counter::is_released(seg.counters(), self.rank as usize),
+            Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
+        }
+    }
+
+    /// Waits by the policy until `t` is released.
+    fn wait(&self, seg: &Segment, t: Ticket) {
+        let progress = || {
+            // SAFETY: opal_progress may be called from any MPI call.
+            unsafe { ffi::opal_progress() }
+        };
+        let me = self.rank as usize;
+        let sleep = || match t {
+            Ticket::Counter => {
+                let (cells, asleep) = (seg.counters(), seg.asleep());
                 asleep[me].store(1, SeqCst);
                 fence(SeqCst);
                 let v = cells[me].load(SeqCst);
@@ -209,65 +258,42 @@ impl ModuleState {
                     futex::wait(&*cells[me], v as u32, wait::SLEEP_SLICE);
                 }
                 asleep[me].store(0, SeqCst);
-            };
-            wait::wait_until(
-                self.policy,
-                || counter::is_released(cells, me),
-                progress,
-                sleep,
-            );
-        } else {
-            let (w, sleepers) = (seg.wires(), seg.sleepers());
-            let (target, fired) = toggle::arrive(&self.shape, &w, me);
-            if fired {
-                fence(SeqCst);
-                if sleepers.load(SeqCst) != 0 {
-                    futex::wake_all(w.input);
-                }
-                return;
             }
-            let sleep = || {
+            Ticket::Toggle(target) => {
+                let (w, sleepers) = (seg.wires(), seg.sleepers());
                 sleepers.fetch_add(1, SeqCst);
                 fence(SeqCst);
                 if !toggle::is_released(&w, target) {
                     futex::wait(w.input, target.0 ^ 1, wait::SLEEP_SLICE);
                 }
                 sleepers.fetch_sub(1, SeqCst);
-            };
-            wait::wait_until(
-                self.policy,
-                || toggle::is_released(&w, target),
-                progress,
-                sleep,
-            );
-        }
+            }
+        };
+        wait::wait_until(self.policy, || self.released(seg, t), progress, sleep);
     }
 
-    /// Sets the device up; the exchange is itself the first barrier.
-    fn first_barrier(&mut self) -> Result<(), c_int> {
+    /// The device exchange finished: keep the segment, or give up on it.
+    pub(crate) fn device_ready(&self, outcome: Result<Segment, String>) {
         let name = self.name();
-        let alg = match self.requested {
-            Algorithm::Auto => format!(
-                "{} (auto: {} ranks, waiting by {:?})",
-                self.algorithm, self.size, self.policy.idle
-            ),
-            a => format!("{a} (waiting by {:?})", self.policy.idle),
-        };
-        match bootstrap::run(self.pml(), self.rank, self.size)? {
+        match outcome {
             Ok(seg) => {
-                if self.rank == 0 {
-                    self.say(
-                        1,
-                        &format!(
-                            "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \
-                             on shared memory ({} bytes)",
-                            self.cid,
-                            self.size,
-                            seg.layout().len
+                if self.rank == 0 && self.verbose >= 1 {
+                    let alg = match self.requested {
+                        Algorithm::Auto => format!(
+                            "{} (auto: {} ranks, waiting by {:?})",
+                            self.algorithm, self.size, self.policy.idle
                         ),
-                    );
+                        a => format!("{a} (waiting by {:?})", self.policy.idle),
+                    };
+                    say(&format!(
+                        "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \
+                         on shared memory ({} bytes)",
+                        self.cid,
+                        self.size,
+                        seg.layout().len
+                    ));
                 }
-                self.device = Device::Ready(seg);
+                let _ = self.seg.set(seg);
             }
             Err(why) => {
                 if self.rank == 0 {
@@ -277,31 +303,45 @@ impl ModuleState {
                         self.cid
                     ));
                 }
-                self.device = Device::Unusable;
+                self.unusable.store(true, Relaxed);
             }
         }
-        Ok(())
     }
 
-    fn fallback_barrier(&mut self) -> c_int {
+    pub(crate) fn segment(&self) -> Option<&Segment> {
+        self.seg.get()
+    }
+
+    fn fallback_barrier(&self) -> c_int {
         match &self.fallback {
             // SAFETY: a barrier function and module Open MPI installed on
             // this communicator; we hold a reference on the module.
-            Some(f) => unsafe { (f.barrier)(self.comm, f.module) },
+            Some(f) => unsafe { (f.call)(self.comm, f.module) },
             None => match linear::barrier(self.pml(), self.rank, self.size) {
                 Ok(()) => ffi::SUCCESS,
                 Err(rc) => rc,
             },
         }
     }
+
+    /// Starts the barrier below ours non-blockingly (device unusable).
+    pub(crate) fn fallback_ibarrier(&self, req: &mut *mut Request) -> c_int {
+        match &self.ifallback {
+            // SAFETY: as in `fallback_barrier`, for the ibarrier entry.
+            Some(f) => unsafe { (f.call)(self.comm, req, f.module) },
+            None => ffi::ERROR,
+        }
+    }
 }
 
 impl Drop for ModuleState {
     fn drop(&mut self) {
-        if self.verbose >= 2 && self.served > 0 {
+        engine::forget(self);
+        let served = self.served.load(Relaxed);
+        if self.verbose >= 2 && served > 0 {
             say(&format!(
                 "rank {} of communicator cid {}: served {} barriers with {}",
-                self.rank, self.cid, self.served, self.algorithm
+                self.rank, self.cid, served, self.algorithm
             ));
         }
     }
@@ -309,15 +349,23 @@ impl Drop for ModuleState {
 
 /// # Safety
 /// `module` must be an hwbarr module made by `new_module`.
-unsafe fn state<'a>(module: *mut Module) -> &'a mut ModuleState {
+pub(crate) unsafe fn state<'a>(module: *mut Module) -> &'a ModuleState {
     // SAFETY: set by `new_module` to a leaked Box, freed only by the
-    // module's destructor; MPI forbids concurrent collectives on one
-    // communicator, so no two calls hold it at once.
+    // module's destructor, which runs after the last call into it. Shared
+    // parts are atomics or behind locks.
+    unsafe { &*ffi::hwb_module_state(module).cast::<ModuleState>() }
+}
+
+/// # Safety
+/// As `state`, and no other reference to the state may be alive: only
+/// while Open MPI sets the module up.
+unsafe fn state_mut<'a>(module: *mut Module) -> &'a mut ModuleState {
+    // SAFETY: see above; enable/disable run before and after any barrier.
     unsafe { &mut *ffi::hwb_module_state(module).cast::<ModuleState>() }
 }
 
 /// Builds an Open MPI module object around `st`.
-pub fn new_module(st: ModuleState) -> *mut Module {
+pub fn new_module(mut st: ModuleState) -> *mut Module {
     // SAFETY: hwb_module_new returns a fresh module object or NULL; we fill
     // in our entry points and hand it our state, which its destructor drops.
     unsafe {
@@ -328,6 +376,11 @@ pub fn new_module(st: ModuleState) -> *mut Module {
         (*m).coll_module_enable = Some(enable);
         (*m).coll_module_disable = Some(disable);
         (*m).coll_barrier = Some(barrier);
+        if st.on_device() {
+            (*m).coll_ibarrier = Some(engine::ibarrier);
+            (*m).coll_barrier_init = Some(engine::barrier_init);
+        }
+        st.module = m;
         ffi::hwb_module_set_state(m, Box::into_raw(Box::new(st)).cast());
         m
     }
@@ -335,16 +388,25 @@ pub fn new_module(st: ModuleState) -> *mut Module {
 
 unsafe extern "C" fn enable(module: *mut Module, comm: *mut Comm) -> c_int {
     guard("module enable", ffi::ERROR, || {
-        // SAFETY: Open MPI passes our module and its live communicator.
-        let st = unsafe { state(module) };
+        // SAFETY: Open MPI passes our module and its live communicator,
+        // before any collective runs on it.
+        let st = unsafe { state_mut(module) };
         st.comm = comm;
         let (mut f, mut m) = (None, std::ptr::null_mut());
         // SAFETY: reads the barrier installed so far on this communicator.
         unsafe { ffi::hwb_comm_current_barrier(comm, &mut f, &mut m) };
-        if let (Some(barrier), false) = (f, m.is_null()) {
+        if let (Some(call), false) = (f, m.is_null()) {
             // SAFETY: keep the module alive while we may call it.
             unsafe { ffi::hwb_obj_retain(m.cast()) };
-            st.fallback = Some(Fallback { barrier, module: m });
+            st.fallback = Some(Fallback { call, module: m });
+        }
+        let (mut f, mut m) = (None, std::ptr::null_mut());
+        // SAFETY: as above, for the non-blocking barrier.
+        unsafe { ffi::hwb_comm_current_ibarrier(comm, &mut f, &mut m) };
+        if let (Some(call), false) = (f, m.is_null()) {
+            // SAFETY: keep the module alive while we may call it.
+            unsafe { ffi::hwb_obj_retain(m.cast()) };
+            st.ifallback = Some(Fallback { call, module: m });
         }
         ffi::SUCCESS
     })
@@ -352,9 +414,11 @@ unsafe extern "C" fn enable(module: *mut Module, comm: *mut Comm) -> c_int {
 
 unsafe extern "C" fn disable(module: *mut Module, _comm: *mut Comm) -> c_int {
     guard("module disable", ffi::ERROR, || {
-        // SAFETY: Open MPI passes our module.
-        let st = unsafe { state(module) };
-        st.fallback = None; // drop our reference: no cycles between modules
+        // SAFETY: Open MPI passes our module, after its last collective.
+        let st = unsafe { state_mut(module) };
+        // Drop our references: no cycles between modules.
+        st.fallback = None;
+        st.ifallback = None;
         ffi::SUCCESS
     })
 }

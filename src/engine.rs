@@ -1,0 +1,375 @@
+//! MPI_Ibarrier, the persistent barrier, and the queue behind them.
+//!
+//! Every barrier on a communicator that cannot take the blocking fast path
+//! (the first one, which sets the device up; anything issued while
+//! non-blocking ones are outstanding) is an operation in the module's
+//! queue. The head operation is entered on the device as soon as it is
+//! issued — that is the point of the DMA-counter design: once entered, the
+//! peers' arrivals complete it, and the entering CPU is free. A rank cannot
+//! hold two entries on the device (its wire would toggle back), so the next
+//! operation enters when the head is released. Completion is noticed when
+//! Open MPI turns progress (MPI_Test, MPI_Wait, any MPI call): a progress
+//! callback advances every module with operations in flight. No thread,
+//! and nothing runs while the application computes.
+
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_void};
+use std::ptr::null_mut;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Mutex;
+
+use crate::bootstrap::Boot;
+use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request};
+use crate::module::{guard, state, ModuleState, Ticket};
+
+/// One barrier issued on the communicator: its request (null for a
+/// blocking MPI_Barrier waiting in `blocking`).
+struct Op {
+    id: u64,
+    req: *mut Request,
+    /// MPI_Request_free came while active: free at completion.
+    free_when_done: bool,
+}
+
+/// How the head operation was entered.
+enum Entered {
+    Device(Ticket),
+    /// The device exchange, itself the first barrier.
+    Boot(Box<Boot>),
+    /// Device unusable: the component below ours serves it.
+    Chained(*mut Request),
+}
+
+/// A communicator's queue of barriers in flight.
+#[derive(Default)]
+pub struct Engine {
+    queue: VecDeque<Op>,
+    head: Option<Entered>,
+    next_id: u64,
+    /// Operations with id below this are finished (they finish in order).
+    finished: u64,
+    /// Errors of finished blocking operations, by id (rare).
+    errors: Vec<(u64, c_int)>,
+}
+
+// SAFETY: the raw request pointers are Open MPI objects usable from any
+// thread; the engine is only touched under its module's mutex.
+unsafe impl Send for Engine {}
+
+impl Engine {
+    fn push(&mut self, req: *mut Request) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.queue.push_back(Op { id, req, free_when_done: false });
+        id
+    }
+}
+
+/// Requests (and the module reference each holds) to release once no lock
+/// is held: releasing the last reference destroys the module.
+type Releases = Vec<*mut Request>;
+
+/// Enters and completes operations from the head of the queue for as long
+/// as they are released.
+fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
+    while !e.queue.is_empty() {
+        if e.head.is_none() {
+            e.head = Some(if let Some(seg) = st.segment() {
+                Entered::Device(st.arrive(seg))
+            } else if st.unusable() {
+                let mut r = null_mut();
+                match st.fallback_ibarrier(&mut r) {
+                    ffi::SUCCESS => Entered::Chained(r),
+                    rc => {
+                        finish(st, e, rc, rel);
+                        continue;
+                    }
+                }
+            } else {
+                match Boot::start(st.comm(), st.rank, st.size) {
+                    Ok(b) => Entered::Boot(Box::new(b)),
+                    Err(rc) => {
+                        finish(st, e, rc, rel);
+                        continue;
+                    }
+                }
+            });
+        }
+        let done = match e.head.as_mut().expect("entered") {
+            Entered::Device(t) => Ok(st.released(st.segment().expect("device"), *t)),
+            Entered::Boot(b) => match b.poll() {
+                Ok(None) => Ok(false),
+                Ok(Some(outcome)) => {
+                    st.device_ready(outcome);
+                    Ok(true)
+                }
+                Err(rc) => Err(rc),
+            },
+            Entered::Chained(r) => {
+                let mut err = ffi::SUCCESS;
+                // SAFETY: a live request the component below returned.
+                if unsafe { ffi::hwb_request_done(r, &mut err) } != 0 {
+                    if err == ffi::SUCCESS { Ok(true) } else { Err(err) }
+                } else {
+                    Ok(false)
+                }
+            }
+        };
+        match done {
+            Ok(false) => break,
+            Ok(true) => finish(st, e, ffi::SUCCESS, rel),
+            Err(rc) => finish(st, e, rc, rel),
+        }
+    }
+    st.queued.store(!e.queue.is_empty(), Release);
+}
+
+/// The head operation is over (with `rc`): complete its request.
+fn finish(st: &ModuleState, e: &mut Engine, rc: c_int, rel: &mut Releases) {
+    let op = e.queue.pop_front().expect("head");
+    e.head = None;
+    e.finished = op.id + 1;
+    if rc == ffi::SUCCESS {
+        st.count_served();
+    }
+    if op.req.is_null() {
+        if rc != ffi::SUCCESS {
+            e.errors.push((op.id, rc));
+        }
+        return;
+    }
+    // SAFETY: our live request; completing wakes whoever waits on it.
+    unsafe { ffi::hwb_request_complete(op.req, rc) };
+    if op.free_when_done {
+        rel.push(op.req);
+    }
+}
+
+fn release(reqs: Releases) {
+    for mut r in reqs {
+        // SAFETY: our request, no longer referenced by any queue; it holds
+        // one reference on its module, dropped here after the request.
+        unsafe {
+            let st = ffi::hwb_request_owner(r).cast::<ModuleState>();
+            let module = (*st).module;
+            ffi::hwb_request_release(&mut r);
+            ffi::hwb_obj_release(module.cast());
+        }
+    }
+}
+
+/// MPI_Barrier behind queued operations, or the first one: queue it and
+/// turn progress until it is finished.
+pub fn blocking(st: &ModuleState) -> c_int {
+    let mut rel = Releases::new();
+    let id = {
+        let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let id = e.push(null_mut());
+        advance(st, &mut e, &mut rel);
+        id
+    };
+    loop {
+        {
+            let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
+            advance(st, &mut e, &mut rel);
+            if e.finished > id {
+                let rc = e.errors.iter().position(|&(i, _)| i == id).map(|k| e.errors.swap_remove(k).1);
+                drop(e);
+                release(rel);
+                return rc.unwrap_or(ffi::SUCCESS);
+            }
+        }
+        // SAFETY: opal_progress may be called from any MPI call.
+        unsafe { ffi::opal_progress() };
+        std::thread::yield_now();
+    }
+}
+
+/// Queues `req` (fresh or just started), enters it if it is at the head,
+/// and makes sure progress will look after it.
+fn issue(st: &ModuleState, req: *mut Request) {
+    let mut rel = Releases::new();
+    let pending = {
+        let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
+        e.push(req);
+        advance(st, &mut e, &mut rel);
+        !e.queue.is_empty()
+    };
+    release(rel);
+    if pending {
+        watch(st);
+    }
+}
+
+fn new_request(st: &ModuleState, comm: *mut Comm, persistent: bool) -> *mut Request {
+    // SAFETY: creates an Open MPI request owned by the caller; it keeps a
+    // reference on our module so that the state outlives it.
+    unsafe {
+        let r = ffi::hwb_request_new(
+            comm,
+            persistent as c_int,
+            (st as *const ModuleState).cast_mut().cast::<c_void>(),
+            Some(start),
+            Some(free),
+            Some(cancel),
+        );
+        if !r.is_null() {
+            ffi::hwb_obj_retain(st.module.cast());
+        }
+        r
+    }
+}
+
+/// MPI_Ibarrier.
+pub unsafe extern "C" fn ibarrier(comm: *mut Comm, request: *mut *mut Request, module: *mut Module) -> c_int {
+    guard("MPI_Ibarrier", ffi::ERROR, || {
+        // SAFETY: Open MPI passes our module and a valid out-pointer.
+        let st = unsafe { state(module) };
+        // SAFETY: as above.
+        let out = unsafe { &mut *request };
+        if st.unusable() && !st.queued.load(Relaxed) {
+            return st.fallback_ibarrier(out);
+        }
+        let r = new_request(st, comm, false);
+        if r.is_null() {
+            return ffi::ERROR;
+        }
+        issue(st, r);
+        *out = r;
+        ffi::SUCCESS
+    })
+}
+
+/// MPIX_Barrier_init: a persistent barrier request, inactive until started.
+pub unsafe extern "C" fn barrier_init(
+    comm: *mut Comm,
+    _info: *mut Info,
+    request: *mut *mut Request,
+    module: *mut Module,
+) -> c_int {
+    guard("MPIX_Barrier_init", ffi::ERROR, || {
+        // SAFETY: Open MPI passes our module and a valid out-pointer.
+        let (st, out) = unsafe { (state(module), &mut *request) };
+        let r = new_request(st, comm, true);
+        if r.is_null() {
+            return ffi::ERROR;
+        }
+        *out = r;
+        ffi::SUCCESS
+    })
+}
+
+/// MPI_Start / MPI_Startall on our persistent requests.
+unsafe extern "C" fn start(count: usize, reqs: *mut *mut Request) -> c_int {
+    guard("MPI_Start", ffi::ERROR, || {
+        for i in 0..count {
+            // SAFETY: Open MPI passes `count` of our persistent requests.
+            unsafe {
+                let r = *reqs.add(i);
+                let st = &*ffi::hwb_request_owner(r).cast::<ModuleState>();
+                ffi::hwb_request_activate(r);
+                issue(st, r);
+            }
+        }
+        ffi::SUCCESS
+    })
+}
+
+/// req_free: called by MPI_Wait/Test on a completed request, or by
+/// MPI_Request_free.
+unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
+    guard("request free", ffi::ERROR, || {
+        // SAFETY: Open MPI passes a pointer to one of our requests.
+        let r = unsafe { *request };
+        // SAFETY: the owner is the module state the request keeps alive.
+        let st = unsafe { &*ffi::hwb_request_owner(r).cast::<ModuleState>() };
+        let active = {
+            let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
+            match e.queue.iter_mut().find(|op| op.req == r) {
+                Some(op) => {
+                    op.free_when_done = true;
+                    true
+                }
+                None => false,
+            }
+        };
+        if !active {
+            release(vec![r]);
+        }
+        // SAFETY: the caller's handle (the engine frees an active request
+        // when it completes).
+        unsafe { ffi::hwb_request_forget(request) };
+        ffi::SUCCESS
+    })
+}
+
+/// Collective operations cannot be cancelled (MPI 4.0, 6.12).
+unsafe extern "C" fn cancel(_req: *mut Request, _complete: c_int) -> c_int {
+    ffi::ERROR
+}
+
+// --- progress: the modules with operations in flight ---
+
+static WATCHED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static WATCHING: AtomicUsize = AtomicUsize::new(0);
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// Have progress advance `st` until its queue drains.
+fn watch(st: &ModuleState) {
+    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+    let p = st as *const ModuleState as usize;
+    if !w.contains(&p) {
+        w.push(p);
+    }
+    WATCHING.store(w.len(), Release);
+    if !REGISTERED.swap(true, Relaxed) {
+        // SAFETY: registers a plain function that lives as long as the
+        // component is loaded; `shutdown` unregisters it at close.
+        unsafe { ffi::opal_progress_register(Some(progress)) };
+    }
+}
+
+/// Called when a module's state is dropped.
+pub fn forget(st: &ModuleState) {
+    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+    let p = st as *const ModuleState as usize;
+    w.retain(|&q| q != p);
+    WATCHING.store(w.len(), Release);
+}
+
+/// Component close: no callback may outlive our code.
+pub fn shutdown() {
+    if REGISTERED.swap(false, Relaxed) {
+        // SAFETY: unregisters the function registered in `watch`.
+        unsafe { ffi::opal_progress_unregister(Some(progress)) };
+    }
+}
+
+/// Open MPI's progress engine calls this on every turn: advance the
+/// watched modules. Cheap when nothing is in flight (one atomic load).
+unsafe extern "C" fn progress() -> c_int {
+    if WATCHING.load(Relaxed) == 0 {
+        return 0;
+    }
+    guard("progress", 0, || {
+        let mut rel = Releases::new();
+        let mut events = 0;
+        {
+            let Ok(mut w) = WATCHED.try_lock() else { return 0 };
+            w.retain(|&p| {
+                // SAFETY: watched states are alive: `forget` removes them
+                // under this lock before they are dropped.
+                let st = unsafe { &*(p as *const ModuleState) };
+                let Ok(mut e) = st.engine.try_lock() else { return true };
+                let before = e.finished;
+                advance(st, &mut e, &mut rel);
+                events += (e.finished - before) as c_int;
+                !e.queue.is_empty()
+            });
+            WATCHING.store(w.len(), Release);
+        }
+        release(rel);
+        events
+    })
+}
