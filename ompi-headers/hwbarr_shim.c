@@ -118,6 +118,7 @@ ompi_request_t *hwb_request_new(ompi_communicator_t *comm, int persistent, void 
 }
 
 void *hwb_request_owner(ompi_request_t *req) { return ((hwb_request_t *) req)->owner; }
+int hwb_request_is_persistent(ompi_request_t *req) { return req->req_persistent ? 1 : 0; }
 
 void hwb_request_activate(ompi_request_t *req)
 {
@@ -133,6 +134,15 @@ void hwb_request_complete(ompi_request_t *req, int error)
 }
 
 void hwb_request_forget(ompi_request_t **req) { *req = MPI_REQUEST_NULL; }
+
+void hwb_request_retire(ompi_request_t *req) { OMPI_REQUEST_FINI(req); }
+
+void hwb_request_reissue(ompi_request_t *req)
+{
+    OMPI_REQUEST_INIT(req, false);
+    req->req_state = OMPI_REQUEST_ACTIVE;
+    req->req_status.MPI_ERROR = OMPI_SUCCESS;
+}
 
 void hwb_request_release(ompi_request_t **req)
 {

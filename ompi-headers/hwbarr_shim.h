@@ -51,10 +51,16 @@ typedef int (*hwb_cancel_fn)(struct ompi_request_t *req, int complete);
 struct ompi_request_t *hwb_request_new(struct ompi_communicator_t *comm, int persistent, void *owner,
                                        hwb_start_fn start, hwb_free_fn free_fn, hwb_cancel_fn cancel);
 void *hwb_request_owner(struct ompi_request_t *req);
+int hwb_request_is_persistent(struct ompi_request_t *req);
 /* MPI_Start: mark active and pending. */
 void hwb_request_activate(struct ompi_request_t *req);
 /* MPI-complete it (wakes a waiter), with an MPI error code. */
 void hwb_request_complete(struct ompi_request_t *req, int error);
+/* Take back a completed non-persistent request for reuse (kept by hwbarr,
+ * unknown to MPI until reissued). */
+void hwb_request_retire(struct ompi_request_t *req);
+/* Reissue a retired request as a fresh, pending non-persistent one. */
+void hwb_request_reissue(struct ompi_request_t *req);
 /* Set the caller's handle to MPI_REQUEST_NULL. */
 void hwb_request_forget(struct ompi_request_t **req);
 /* Release it (from req_free) and set *req to MPI_REQUEST_NULL. */

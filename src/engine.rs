@@ -51,6 +51,22 @@ pub struct Engine {
     finished: u64,
     /// Errors of finished blocking operations, by id (rare).
     errors: Vec<(u64, c_int)>,
+    /// Retired MPI_Ibarrier requests kept for reuse (no module reference).
+    spare: Vec<*mut Request>,
+    /// In the progress callback's list.
+    watched: bool,
+}
+
+/// Spare requests a module keeps.
+const SPARES: usize = 4;
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        for mut r in self.spare.drain(..) {
+            // SAFETY: a retired request of ours that nobody else knows.
+            unsafe { ffi::hwb_request_release(&mut r) };
+        }
+    }
 }
 
 // SAFETY: the raw request pointers are Open MPI objects usable from any
@@ -186,20 +202,41 @@ pub fn blocking(st: &ModuleState) -> c_int {
     }
 }
 
-/// Queues `req` (fresh or just started), enters it if it is at the head,
-/// and makes sure progress will look after it.
-fn issue(st: &ModuleState, req: *mut Request) {
+/// Queues `req` (just started), or a new MPI_Ibarrier request if null,
+/// enters it if it is at the head, and makes sure progress will look after
+/// it. Returns the request (null if none could be made).
+fn issue(st: &ModuleState, comm: *mut Comm, req: *mut Request) -> *mut Request {
     let mut rel = Releases::new();
-    let pending = {
+    let (req, watch_it) = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
+        let req = if !req.is_null() {
+            req
+        } else if let Some(r) = e.spare.pop() {
+            // SAFETY: a retired request of ours; it takes a module reference again.
+            unsafe {
+                ffi::hwb_request_reissue(r);
+                ffi::hwb_obj_retain(st.module.cast());
+            }
+            r
+        } else {
+            new_request(st, comm, false)
+        };
+        if req.is_null() {
+            return req;
+        }
         e.push(req);
         advance(st, &mut e, &mut rel);
-        !e.queue.is_empty()
+        let w = !e.queue.is_empty() && !e.watched;
+        if w {
+            e.watched = true;
+        }
+        (req, w)
     };
     release(rel);
-    if pending {
+    if watch_it {
         watch(st);
     }
+    req
 }
 
 fn new_request(st: &ModuleState, comm: *mut Comm, persistent: bool) -> *mut Request {
@@ -231,11 +268,10 @@ pub unsafe extern "C" fn ibarrier(comm: *mut Comm, request: *mut *mut Request, m
         if st.unusable() && !st.queued.load(Relaxed) {
             return st.fallback_ibarrier(out);
         }
-        let r = new_request(st, comm, false);
+        let r = issue(st, comm, null_mut());
         if r.is_null() {
             return ffi::ERROR;
         }
-        issue(st, r);
         *out = r;
         ffi::SUCCESS
     })
@@ -269,7 +305,7 @@ unsafe extern "C" fn start(count: usize, reqs: *mut *mut Request) -> c_int {
                 let r = *reqs.add(i);
                 let st = &*ffi::hwb_request_owner(r).cast::<ModuleState>();
                 ffi::hwb_request_activate(r);
-                issue(st, r);
+                issue(st, st.comm(), r);
             }
         }
         ffi::SUCCESS
@@ -284,18 +320,32 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
         let r = unsafe { *request };
         // SAFETY: the owner is the module state the request keeps alive.
         let st = unsafe { &*ffi::hwb_request_owner(r).cast::<ModuleState>() };
-        let active = {
+        enum Fate {
+            Later,
+            Kept,
+            Release,
+        }
+        let fate = {
             let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
-            match e.queue.iter_mut().find(|op| op.req == r) {
-                Some(op) => {
-                    op.free_when_done = true;
-                    true
-                }
-                None => false,
+            if let Some(op) = e.queue.iter_mut().find(|op| op.req == r) {
+                op.free_when_done = true;
+                Fate::Later
+            // SAFETY: reads a flag of our live request.
+            } else if e.spare.len() < SPARES && unsafe { ffi::hwb_request_is_persistent(r) } == 0 {
+                // SAFETY: completed, and MPI forgets it now: ours to keep.
+                unsafe { ffi::hwb_request_retire(r) };
+                e.spare.push(r);
+                Fate::Kept
+            } else {
+                Fate::Release
             }
         };
-        if !active {
-            release(vec![r]);
+        match fate {
+            Fate::Later => {}
+            // SAFETY: drop the module reference the request held (after
+            // unlocking: it may be the last one).
+            Fate::Kept => unsafe { ffi::hwb_obj_release(st.module.cast()) },
+            Fate::Release => release(vec![r]),
         }
         // SAFETY: the caller's handle (the engine frees an active request
         // when it completes).
@@ -365,7 +415,8 @@ unsafe extern "C" fn progress() -> c_int {
                 let before = e.finished;
                 advance(st, &mut e, &mut rel);
                 events += (e.finished - before) as c_int;
-                !e.queue.is_empty()
+                e.watched = !e.queue.is_empty();
+                e.watched
             });
             WATCHING.store(w.len(), Release);
         }

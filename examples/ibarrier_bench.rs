@@ -1,0 +1,93 @@
+//! MPI_Ibarrier overlap, the osu_ibarrier way, and the persistent barrier's
+//! latency against the blocking one. Rank 0 prints one line:
+//! `ranks=<n> pure_us=<p> compute_us=<c> overall_us=<o> overlap_pct=<x>
+//!  blocking_us=<b> persistent_us=<q>`, each the average over ranks.
+//! Pure: Ibarrier + Wait. Overall: Ibarrier, then a busy compute phase as
+//! long as the pure time (no MPI calls in it), then Wait. Overlap:
+//! 100 × (1 − (overall − compute) / pure).
+//! Usage: ibarrier_bench [iters]
+
+use mpi::collective::SystemOperation;
+use mpi::raw::AsRaw;
+use mpi::traits::*;
+
+extern "C" {
+    fn MPIX_Barrier_init(comm: mpi::ffi::MPI_Comm, info: mpi::ffi::MPI_Info, req: *mut mpi::ffi::MPI_Request) -> i32;
+}
+
+/// Spins for `us` microseconds without touching MPI.
+fn compute(us: f64) {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed().as_secs_f64() * 1e6 < us {
+        std::hint::spin_loop();
+    }
+}
+
+fn main() {
+    let iters: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let universe = mpi::initialize().expect("MPI_Init");
+    let world = universe.world();
+    let c = world.as_raw();
+    let warm = iters / 10;
+    // SAFETY (all blocks below): raw MPI calls on MPI_COMM_WORLD with
+    // requests we own and statuses ignored.
+    let ibarrier_wait = || unsafe {
+        let mut r = mpi::ffi::RSMPI_REQUEST_NULL;
+        mpi::ffi::MPI_Ibarrier(c, &mut r);
+        mpi::ffi::MPI_Wait(&mut r, mpi::ffi::RSMPI_STATUS_IGNORE);
+    };
+    let timed = |n: u64, f: &dyn Fn()| {
+        world.barrier();
+        let t0 = mpi::time();
+        for _ in 0..n {
+            f();
+        }
+        (mpi::time() - t0) * 1e6 / n as f64
+    };
+    (0..warm).for_each(|_| ibarrier_wait());
+    let pure = timed(iters, &ibarrier_wait);
+    // As osu_ibarrier: the compute time is measured inside the loop.
+    let tcomp = std::cell::Cell::new(0.0);
+    let twait = std::cell::Cell::new(0.0);
+    let overall = timed(iters, &|| unsafe {
+        let mut r = mpi::ffi::RSMPI_REQUEST_NULL;
+        mpi::ffi::MPI_Ibarrier(c, &mut r);
+        let t = mpi::time();
+        compute(pure);
+        let t2 = mpi::time();
+        tcomp.set(tcomp.get() + t2 - t);
+        mpi::ffi::MPI_Wait(&mut r, mpi::ffi::RSMPI_STATUS_IGNORE);
+        twait.set(twait.get() + mpi::time() - t2);
+    });
+    let compute_only = tcomp.get() * 1e6 / iters as f64;
+    let wait_after = twait.get() * 1e6 / iters as f64;
+    (0..warm).for_each(|_| world.barrier());
+    let blocking = timed(iters, &|| world.barrier());
+    let mut p = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
+    unsafe { MPIX_Barrier_init(c, mpi::ffi::RSMPI_INFO_NULL, &mut p) };
+    let pp = &mut p as *mut mpi::ffi::MPI_Request;
+    let start_wait = || unsafe {
+        mpi::ffi::MPI_Start(pp);
+        mpi::ffi::MPI_Wait(pp, mpi::ffi::RSMPI_STATUS_IGNORE);
+    };
+    (0..warm).for_each(|_| start_wait());
+    let persistent = timed(iters, &start_wait);
+    unsafe { mpi::ffi::MPI_Request_free(&mut p) };
+
+    let n = world.size() as f64;
+    let avg = |x: f64| {
+        let mut s = 0.0;
+        world.all_reduce_into(&x, &mut s, SystemOperation::sum());
+        s / n
+    };
+    let (pure, compute_only, overall, blocking, persistent, wait_after) =
+        (avg(pure), avg(compute_only), avg(overall), avg(blocking), avg(persistent), avg(wait_after));
+    let overlap = (100.0 * (1.0 - (overall - compute_only) / pure)).clamp(0.0, 100.0);
+    if world.rank() == 0 {
+        println!(
+            "ranks={} pure_us={pure:.3} compute_us={compute_only:.3} overall_us={overall:.3} overlap_pct={overlap:.1} wait_us={wait_after:.3} \
+             blocking_us={blocking:.3} persistent_us={persistent:.3}",
+            world.size()
+        );
+    }
+}
