@@ -431,3 +431,86 @@ fn intercommunicators_are_declined() {
         job.dump()
     );
 }
+
+fn board_job(np: usize, alg: &str, mode: &str, iters: u32) -> Job {
+    let b = board();
+    let it = iters.to_string();
+    let job = mpirun(
+        np,
+        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &[mode, &it],
+        300,
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    job
+}
+
+/// Served counts per rank on communicator `cid` (verbose 2 lines).
+fn served(err: &str, cid: u32) -> Vec<u64> {
+    let tag = format!(" of communicator cid {cid}: served ");
+    err.lines()
+        .filter_map(|l| l.split_once(&tag))
+        .map(|(_, rest)| rest.split_whitespace().next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// MPI_Ibarrier on several communicators completed in any order (Wait,
+/// Test loops, Waitany, Waitall), ibarrier before a blocking barrier, two
+/// outstanding on one communicator; every completion checked on the board.
+#[test]
+fn ibarrier_semantics() {
+    for np in [2, 3, 4, 8] {
+        for alg in ["toggle", "counter"] {
+            let iters = if np == 8 { 100 } else { 300 };
+            let job = board_job(np, alg, "nonblocking", iters);
+            assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
+            assert_eq!(job.stdout().matches("nonblocking OK").count(), np, "{}", job.dump());
+            // Every iteration: 3 ibarriers over the 3 dups, and on one of
+            // them 1 ibarrier + 1 barrier + 2 ibarriers: 7 per iteration,
+            // all served by hwbarr (the dups are cids 3, 4, 5 here).
+            let total: u64 = (3..6).flat_map(|c| served(&job.stderr(), c)).sum();
+            assert_eq!(total, 7 * iters as u64 * np as u64, "{}", job.dump());
+        }
+    }
+}
+
+/// The persistent barrier started thousands of times with random delays,
+/// Wait and Test loops, inactive and freed requests, blocking barriers
+/// in between.
+#[test]
+fn persistent_barrier_semantics() {
+    for np in [2, 3, 4, 8] {
+        for alg in ["toggle", "counter"] {
+            let iters = if np == 8 { 500 } else { 2000 };
+            let job = board_job(np, alg, "persistent", iters);
+            assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
+            assert_eq!(job.stdout().matches("persistent OK").count(), np, "{}", job.dump());
+            let blocking = (iters as u64).div_ceil(100);
+            let counts = served(&job.stderr(), 3);
+            assert_eq!(counts, vec![iters as u64 + blocking; np], "{}", job.dump());
+        }
+    }
+}
+
+/// 100,000 non-blocking and persistent barriers: no segment, fd or memory
+/// left behind.
+#[test]
+fn nonblocking_barriers_leak_nothing() {
+    for alg in ["toggle", "counter"] {
+        let job = mpirun(3, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &[], &["leak", "100000"], 120);
+        assert!(job.ok(), "{}", job.dump());
+        let out = job.stdout();
+        let line = out.lines().find(|l| l.starts_with("leak:")).expect("leak line");
+        let nums: Vec<u64> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().unwrap())
+            .collect();
+        // ops, segs before/after, fds before/after, rss before/after (KiB)
+        assert_eq!(nums[1], nums[2], "{line}");
+        assert_eq!(nums[3], nums[4], "{line}");
+        assert!(nums[6] <= nums[5] + 512, "resident memory grew: {line}");
+        assert_eq!(served(&job.stderr(), 3), vec![102_000; 3], "{}", job.dump());
+    }
+}
