@@ -86,11 +86,6 @@ int hwb_pml_irecv(void *buf, size_t len, int src, int tag, ompi_communicator_t *
     return MCA_PML_CALL(irecv(buf, len, MPI_BYTE, src, tag, comm, req));
 }
 
-int hwb_request_test(ompi_request_t **req, int *done)
-{
-    return ompi_request_test(req, done, MPI_STATUS_IGNORE);
-}
-
 typedef struct {
     ompi_request_t super;
     void *owner;

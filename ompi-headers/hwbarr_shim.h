@@ -39,8 +39,6 @@ int hwb_pml_isend(const void *buf, size_t len, int dst, int tag, struct ompi_com
                   struct ompi_request_t **req);
 int hwb_pml_irecv(void *buf, size_t len, int src, int tag, struct ompi_communicator_t *comm,
                   struct ompi_request_t **req);
-/* Non-blocking completion test; on completion frees the request and sets *done. */
-int hwb_request_test(struct ompi_request_t **req, int *done);
 
 /* --- requests for MPI_Ibarrier and the persistent barrier --- */
 typedef int (*hwb_start_fn)(size_t count, struct ompi_request_t **reqs);

@@ -8,8 +8,8 @@ rank's mean, average/min/max over ranks) by examples/barrier_bench.rs, or
 the real osu_barrier when OSU_DIR is set. Ratios are taken within a round
 (same machine state) and their median over rounds is reported.
 
-Writes build/bench/barrier.csv, build/bench/init.csv and
-build/bench/barrier.png, and prints one table.
+Writes build/bench/barrier.csv, ibarrier.csv, init.csv and barrier.png,
+and prints the tables.
 """
 import csv
 import os
@@ -95,6 +95,56 @@ def init_cost():
     return st.median(res[True]), st.median(res[False])
 
 
+IB_CONFIGS = [
+    ("hwbarr:toggle", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "toggle"]),
+    ("hwbarr:counter", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "counter"]),
+    ("libnbc", ["--mca", "coll", "tuned," + REST]),
+]
+
+
+def ibarrier_bench():
+    """osu_ibarrier-style overlap and persistent vs blocking latency."""
+    prog = os.path.join(ROOT, "target/release/examples/ibarrier_bench")
+    rows, res = [], {}
+    total, done = ROUNDS * len(NPS) * len(IB_CONFIGS), 0
+    for rnd in range(ROUNDS):
+        for np in NPS:
+            for c, args in IB_CONFIGS:
+                out = mpirun(np, args, [prog, str(ITERS.get(np, 2000) // 2)])
+                kv = dict(re.findall(r"(\w+)=([\d.]+)", out))
+                res[(rnd, np, c)] = {k: float(v) for k, v in kv.items()}
+                rows.append([rnd, np, c] + [kv[k] for k in IB_FIELDS])
+                done += 1
+                print(f"\r  ibarrier [{done}/{total}] np={np} {c:<15} overlap {kv['overlap_pct']:>5}%   ",
+                      end="", flush=True)
+    print()
+    with open(os.path.join(OUT, "ibarrier.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["round", "ranks", "config"] + IB_FIELDS)
+        w.writerows(rows)
+    med = lambda np, c, k: st.median(res[(r, np, c)][k] for r in range(ROUNDS))
+    print(f"\nMPI_Ibarrier (osu_ibarrier method) and persistent barrier, medians of {ROUNDS} rounds:")
+    print(f"{'ranks':>5} {'config':<15} {'pure_us':>8} {'overall_us':>10} {'compute_us':>10} {'overlap%':>8} "
+          f"{'blocking_us':>11} {'persistent_us':>13} {'pers/block':>10}")
+    verdicts = []
+    for np in NPS:
+        for c, _ in IB_CONFIGS:
+            ratio = st.median(res[(r, np, c)]["persistent_us"] / res[(r, np, c)]["blocking_us"] for r in range(ROUNDS))
+            print(f"{np:>5} {c:<15} {med(np, c, 'pure_us'):>8.3f} {med(np, c, 'overall_us'):>10.3f} "
+                  f"{med(np, c, 'compute_us'):>10.3f} {med(np, c, 'overlap_pct'):>8.1f} "
+                  f"{med(np, c, 'blocking_us'):>11.3f} {med(np, c, 'persistent_us'):>13.3f} {ratio:>10.2f}")
+            if c.startswith("hwbarr"):
+                ov = med(np, c, "overlap_pct")
+                verdicts.append((f"np={np} {c}: overlap ≥ 95%", f"{ov:.1f}%", ov >= 95))
+                verdicts.append((f"np={np} {c}: persistent ≤ blocking", f"{ratio:.2f}×", ratio <= 1.0))
+    print("Targets:")
+    for what, v, ok in verdicts:
+        print(f"  {'MET ' if ok else 'MISS'} {what}: {v}")
+
+
+IB_FIELDS = ["pure_us", "compute_us", "overall_us", "overlap_pct", "wait_us", "blocking_us", "persistent_us"]
+
+
 def chart(med):
     if not shutil.which("gnuplot"):
         print("  (no gnuplot: chart skipped; install gnuplot-nox)")
@@ -174,6 +224,7 @@ def main():
         print(f"  {'MET ' if ok else 'MISS'} {what}: {r:.2f}")
 
     chart(med)
+    ibarrier_bench()
     w, wo = init_cost()
     print(f"\nMPI_Init+MPI_Finalize, 2 ranks, median of {INIT_LAUNCHES} launches: "
           f"with hwbarr {w / 1000:.1f} ms, without {wo / 1000:.1f} ms, ratio {w / wo:.3f} "
