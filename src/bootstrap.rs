@@ -1,7 +1,8 @@
 //! Setting up a communicator's device on its first barrier, never before
-//! (no cost at MPI_Init or communicator creation). Rank 0 creates the
-//! segment and offers it to every peer over point-to-point; each peer maps
-//! it and answers with its status; rank 0 sends the verdict to all. Either
+//! (no cost at MPI_Init or communicator creation). The first of the ranks
+//! sharing it (all of a one-node communicator, or one node's ranks) creates
+//! the segment and offers it to every peer over point-to-point; each peer
+//! maps it and answers with its status; the creator sends the verdict. Either
 //! every rank uses the segment or none does. The exchange is itself a
 //! barrier (rank 0 hears from every rank before anyone hears the verdict),
 //! so it serves the first barrier call.
@@ -13,10 +14,10 @@
 use std::collections::hash_map::RandomState;
 use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
-use std::ptr::null_mut;
 
 use crate::device::{Offer, Segment};
-use crate::ffi::{self, ompi_communicator_t as Comm, ompi_request_t as Request, MCA_COLL_BASE_TAG_BARRIER};
+use crate::linear::Flight;
+use crate::ffi::{self, ompi_communicator_t as Comm};
 
 const OK: u64 = 0;
 const OFFER_WORDS: usize = 5;
@@ -33,59 +34,6 @@ fn code(e: &std::io::Error) -> u64 {
     e.raw_os_error().map(|c| c as u64).filter(|&c| c != 0).unwrap_or(u64::MAX)
 }
 
-/// Point-to-point requests in flight, over buffers this struct owns.
-struct Flight {
-    comm: *mut Comm,
-    reqs: Vec<*mut Request>,
-}
-
-impl Flight {
-    fn isend(&mut self, buf: &[u64], dst: c_int) -> Result<(), c_int> {
-        let mut r = null_mut();
-        // SAFETY: `buf` lives in the Boot that owns this Flight until every
-        // request completed (Boot waits for them before dropping buffers).
-        let rc = unsafe {
-            ffi::hwb_pml_isend(buf.as_ptr().cast(), buf.len() * 8, dst, MCA_COLL_BASE_TAG_BARRIER, self.comm, &mut r)
-        };
-        self.push(rc, r)
-    }
-
-    fn irecv(&mut self, buf: &mut [u64], src: c_int) -> Result<(), c_int> {
-        let mut r = null_mut();
-        // SAFETY: as in `isend`; the buffer is writable and outlives the request.
-        let rc = unsafe {
-            ffi::hwb_pml_irecv(buf.as_mut_ptr().cast(), buf.len() * 8, src, MCA_COLL_BASE_TAG_BARRIER, self.comm, &mut r)
-        };
-        self.push(rc, r)
-    }
-
-    fn push(&mut self, rc: c_int, r: *mut Request) -> Result<(), c_int> {
-        if rc != ffi::SUCCESS {
-            return Err(rc);
-        }
-        self.reqs.push(r);
-        Ok(())
-    }
-
-    /// True when every request completed (each is freed as it does).
-    fn done(&mut self) -> Result<bool, c_int> {
-        let mut err = ffi::SUCCESS;
-        let mut first_err = ffi::SUCCESS;
-        self.reqs.retain_mut(|r| {
-            // SAFETY: a live request returned by the PML; freed and nulled once done.
-            let done = unsafe { ffi::hwb_request_done(r, &mut err) } != 0;
-            if done && err != ffi::SUCCESS && first_err == ffi::SUCCESS {
-                first_err = err;
-            }
-            !done
-        });
-        if first_err != ffi::SUCCESS {
-            return Err(first_err);
-        }
-        Ok(self.reqs.is_empty())
-    }
-}
-
 enum Stage {
     /// Peer: waiting for rank 0's offer.
     Offer,
@@ -98,8 +46,10 @@ enum Stage {
 
 /// One rank's part of the exchange.
 pub struct Boot {
-    rank: c_int,
-    size: c_int,
+    /// The ranks (in the communicator) sharing the device; the first creates it.
+    members: Vec<c_int>,
+    /// Our index in `members`.
+    me: usize,
     flight: Flight,
     stage: Stage,
     offer: Box<[u64; OFFER_WORDS]>,
@@ -109,20 +59,22 @@ pub struct Boot {
 }
 
 impl Boot {
-    /// Starts the exchange as `rank` of `size` on `comm`.
-    pub fn start(comm: *mut Comm, rank: c_int, size: c_int) -> Result<Boot, c_int> {
+    /// Starts the exchange among `members` (ranks of `comm`; at least 2)
+    /// as `members[me]`.
+    pub fn start(comm: *mut Comm, members: &[c_int], me: usize) -> Result<Boot, c_int> {
+        let n = members.len();
         let mut b = Boot {
-            rank,
-            size,
-            flight: Flight { comm, reqs: Vec::new() },
+            members: members.to_vec(),
+            me,
+            flight: Flight::new(comm),
             stage: Stage::Offer,
             offer: Box::new([0; OFFER_WORDS]),
-            answers: vec![0; size as usize],
+            answers: vec![0; n],
             verdict: Box::new([0]),
             outcome: None,
         };
-        if rank == 0 {
-            let created = Segment::create(size as usize, token());
+        if me == 0 {
+            let created = Segment::create(n, token());
             *b.offer = match &created {
                 Ok(seg) => {
                     let o = seg.offer().expect("creator holds the fd");
@@ -131,14 +83,14 @@ impl Boot {
                 Err(e) => [code(e), 0, 0, 0, 0],
             };
             b.outcome = Some(created.map_err(|e| format!("cannot create shared memory: {e}")));
-            for q in 1..size {
-                b.flight.isend(&b.offer[..], q)?;
-                let (q, ans) = (q as usize, &mut b.answers);
-                b.flight.irecv(&mut ans[q..q + 1], q as c_int)?;
+            for q in 1..n {
+                let peer = b.members[q];
+                b.flight.isend(&b.offer[..], peer)?;
+                b.flight.irecv(&mut b.answers[q..q + 1], peer)?;
             }
             b.stage = Stage::Answers;
         } else {
-            b.flight.irecv(&mut b.offer[..], 0)?;
+            b.flight.irecv(&mut b.offer[..], members[0])?;
         }
         Ok(b)
     }
@@ -157,7 +109,7 @@ impl Boot {
                     let w = &self.offer;
                     let attached = if w[0] == OK {
                         let offer = Offer { pid: w[1] as u32, fd: w[2] as i32, len: w[3], token: w[4] };
-                        Segment::attach(&offer, self.size as usize).map_err(|e| (code(&e), e.to_string()))
+                        Segment::attach(&offer, self.members.len()).map_err(|e| (code(&e), e.to_string()))
                     } else {
                         Err((OK + 1, "rank 0 could not create the segment".into()))
                     };
@@ -166,23 +118,25 @@ impl Boot {
                         Err((c, _)) => *c,
                     };
                     self.outcome = Some(attached.map_err(|(_, why)| why));
-                    self.flight.isend(&self.answers[..1], 0)?;
-                    self.flight.irecv(&mut self.verdict[..], 0)?;
+                    let creator = self.members[0];
+                    self.flight.isend(&self.answers[..1], creator)?;
+                    self.flight.irecv(&mut self.verdict[..], creator)?;
                     self.stage = Stage::Answers;
                 }
-                Stage::Answers if self.rank == 0 => {
-                    let mut verdict = self.outcome.take().expect("rank 0 outcome");
-                    for q in 1..self.size as usize {
+                Stage::Answers if self.me == 0 => {
+                    let mut verdict = self.outcome.take().expect("creator outcome");
+                    for q in 1..self.members.len() {
                         let st = self.answers[q];
                         if st != OK && verdict.is_ok() {
                             let e = std::io::Error::from_raw_os_error(st as i32);
-                            verdict = Err(format!("rank {q} cannot map the segment: {e}"));
+                            verdict = Err(format!("rank {} cannot map the segment: {e}", self.members[q]));
                         }
                     }
                     self.verdict[0] = if verdict.is_ok() { OK } else { 1 };
                     self.outcome = Some(verdict);
-                    for q in 1..self.size {
-                        self.flight.isend(&self.verdict[..], q)?;
+                    for q in 1..self.members.len() {
+                        let peer = self.members[q];
+                        self.flight.isend(&self.verdict[..], peer)?;
                     }
                     self.stage = Stage::Verdict;
                 }
@@ -208,7 +162,7 @@ impl Drop for Boot {
     fn drop(&mut self) {
         // Requests still in flight point into our buffers: let them finish
         // (only on an error path, the normal path ends with none).
-        while !self.flight.reqs.is_empty() {
+        while !self.flight.is_empty() {
             if self.flight.done().is_err() {
                 break;
             }

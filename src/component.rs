@@ -114,8 +114,9 @@ unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> 
     })
 }
 
-/// Per communicator: accept intra-communicators of 2 or more ranks that all
-/// live on this node; decline the rest so other components serve them.
+/// Per communicator: accept intra-communicators of 2 or more ranks (on one
+/// node, or spanning nodes: hierarchical); decline the rest so other
+/// components serve them.
 unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut Module {
     guard("comm_query", null_mut(), || {
         let p = params::current();
@@ -138,9 +139,6 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             Some("intercommunicator")
         } else if size < 2 {
             Some("fewer than 2 ranks")
-        // SAFETY: as above; looks only at procs Open MPI already has.
-        } else if unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0 {
-            Some("members on more than one node")
         } else {
             None
         };
@@ -150,7 +148,10 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             }
             return null_mut();
         }
-        let m = module::new_module(ModuleState::new(comm, rank, size, cid, &p, requested));
+        // SAFETY: as above; looks only at procs Open MPI already has (a
+        // peer it has not created yet is on another node), creating none.
+        let multi_node = unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0;
+        let m = module::new_module(ModuleState::new(comm, rank, size, cid, &p, requested, multi_node));
         if !m.is_null() {
             // SAFETY: Open MPI passes a valid out-pointer.
             unsafe { *priority = p.priority };

@@ -103,7 +103,8 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                     }
                 }
             } else {
-                match Boot::start(st.comm(), st.rank, st.size) {
+                let t = st.topo().expect("one-node topology");
+                match Boot::start(st.comm(), &t.local, t.me) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
                         finish(st, e, rc, rel);

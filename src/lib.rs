@@ -24,6 +24,10 @@ mod futex;
 #[cfg(not(loom))]
 mod engine;
 #[cfg(not(loom))]
+mod inter;
+#[cfg(not(loom))]
+mod topo;
+#[cfg(not(loom))]
 mod linear;
 #[cfg(not(loom))]
 mod module;

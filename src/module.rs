@@ -17,7 +17,10 @@ use crate::device::Segment;
 use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm, ompi_request_t as Request};
 use crate::engine::{self, Engine};
 use crate::futex;
-use crate::linear::{self, Pml};
+use crate::bootstrap::Boot;
+use crate::inter::{self, InterAlgorithm};
+use crate::linear::{self, Flight, Pml};
+use crate::topo::Topo;
 use crate::params::{Algorithm, Params};
 use crate::wait::{self, WaitPolicy};
 
@@ -111,7 +114,16 @@ pub struct ModuleState {
     requested: Algorithm,
     verbose: c_int,
     policy: WaitPolicy,
-    shape: toggle::Shape,
+    /// Who shares our node; known at creation for one-node communicators,
+    /// found on the first barrier for those spanning nodes.
+    topo: OnceLock<Topo>,
+    /// Members on more than one node: hierarchical barrier.
+    multi_node: bool,
+    /// The `inter` parameter (None: auto by node count).
+    inter_requested: Option<InterAlgorithm>,
+    /// Multi-node only: our node's device could not be set up, so the local
+    /// phases run over point-to-point (other nodes are not affected).
+    local_linear: AtomicBool,
     fallback: Option<Fallback<BarrierFn>>,
     ifallback: Option<Fallback<IbarrierFn>>,
     /// The device once set up: never changes afterwards, read without locks.
@@ -124,10 +136,20 @@ pub struct ModuleState {
     pub(crate) engine: Mutex<Engine>,
     pub(crate) queued: AtomicBool,
     served: AtomicU64,
+    /// Multi-node: the leaders' algorithm, fixed once the node count is known.
+    inter: OnceLock<InterAlgorithm>,
 }
 
 impl ModuleState {
-    pub fn new(comm: *mut Comm, rank: c_int, size: c_int, cid: u32, p: &Params, requested: Algorithm) -> Self {
+    pub fn new(
+        comm: *mut Comm,
+        rank: c_int,
+        size: c_int,
+        cid: u32,
+        p: &Params,
+        requested: Algorithm,
+        multi_node: bool,
+    ) -> Self {
         let node = &*NODE;
         // SAFETY: opal_progress_yield_when_idle is a plain bool Open MPI sets at init.
         let yield_idle = unsafe { ffi::opal_progress_yield_when_idle };
@@ -141,7 +163,10 @@ impl ModuleState {
             requested,
             verbose: p.verbose,
             policy: WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle, p.spin, p.idle.clone().unwrap_or(None)),
-            shape: toggle::Shape::new(size as usize),
+            topo: if multi_node { OnceLock::new() } else { OnceLock::from(Topo::single(rank, size)) },
+            multi_node,
+            inter_requested: p.inter.clone().unwrap_or(None),
+            local_linear: AtomicBool::new(false),
             fallback: None,
             ifallback: None,
             seg: OnceLock::new(),
@@ -149,6 +174,7 @@ impl ModuleState {
             engine: Mutex::new(Engine::default()),
             queued: AtomicBool::new(false),
             served: AtomicU64::new(0),
+            inter: OnceLock::new(),
         }
     }
 
@@ -160,9 +186,19 @@ impl ModuleState {
         Pml { comm: self.comm }
     }
 
-    /// Serves the non-blocking and persistent barriers too (toggle, counter).
+    /// Serves MPI_Barrier on the shared-memory device (toggle, counter).
     pub fn on_device(&self) -> bool {
         matches!(self.algorithm, Algorithm::Toggle | Algorithm::Counter)
+    }
+
+    /// Serves the non-blocking and persistent barriers too (one node only).
+    pub fn nonblocking(&self) -> bool {
+        self.on_device() && !self.multi_node
+    }
+
+    /// The topology, once known.
+    pub(crate) fn topo(&self) -> Option<&Topo> {
+        self.topo.get()
     }
 
     pub(crate) fn unusable(&self) -> bool {
@@ -192,6 +228,19 @@ impl ModuleState {
         if self.unusable() {
             return self.fallback_barrier();
         }
+        if self.multi_node {
+            let rc = match self.topo.get() {
+                Some(t) => self.hier_barrier(t),
+                None => self.first_multi_node(),
+            };
+            return match rc {
+                Ok(()) => {
+                    self.count_served();
+                    ffi::SUCCESS
+                }
+                Err(rc) => rc,
+            };
+        }
         match self.seg.get() {
             // Fast path: device ready and nothing queued before us.
             Some(seg) if !self.queued.load(Acquire) => {
@@ -211,7 +260,8 @@ impl ModuleState {
     /// sleeper sees the release or the releaser sees the sleeper: no lost
     /// wake-up, and no system call when nobody sleeps.
     pub(crate) fn arrive(&self, seg: &Segment) -> Ticket {
-        let me = self.rank as usize;
+        let t = self.topo.get().expect("topology known before the device");
+        let me = t.me;
         if self.algorithm == Algorithm::Counter {
             let (cells, asleep) = (seg.counters(), seg.asleep());
             counter::arrive_with(cells, me, |q| {
@@ -223,7 +273,7 @@ impl ModuleState {
             Ticket::Counter
         } else {
             let w = seg.wires();
-            let (target, fired) = toggle::arrive(&self.shape, &w, me);
+            let (target, fired) = toggle::arrive(&t.shape, &w, me);
             if fired {
                 fence(SeqCst);
                 if seg.sleepers().load(SeqCst) != 0 {
@@ -236,7 +286,7 @@ impl ModuleState {
 
     pub(crate) fn released(&self, seg: &Segment, t: Ticket) -> bool {
         match t {
-            Ticket::Counter => counter::is_released(seg.counters(), self.rank as usize),
+            Ticket::Counter => counter::is_released(seg.counters(), self.topo.get().expect("topology").me),
             Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
         }
     }
@@ -247,7 +297,7 @@ impl ModuleState {
             // SAFETY: opal_progress may be called from any MPI call.
             unsafe { ffi::opal_progress() }
         };
-        let me = self.rank as usize;
+        let me = self.topo.get().expect("topology").me;
         let sleep = || match t {
             Ticket::Counter => {
                 let (cells, asleep) = (seg.counters(), seg.asleep());
@@ -270,6 +320,101 @@ impl ModuleState {
             }
         };
         wait::wait_until(self.policy, || self.released(seg, t), progress, sleep);
+    }
+
+    /// First barrier on a communicator spanning nodes: every rank sends its
+    /// host name to rank 0, which answers with every rank's node id (the
+    /// exchange is a barrier), then each node sets its device up.
+    fn first_multi_node(&self) -> Result<(), c_int> {
+        const NAME: usize = 64;
+        let pml = self.pml();
+        let mut name = [0u8; NAME];
+        let host = crate::topo::hostname();
+        let len = host.len().min(NAME);
+        name[..len].copy_from_slice(&host.as_bytes()[..len]);
+        let mut ids = vec![0u8; 4 * self.size as usize];
+        if self.rank == 0 {
+            let mut names = vec![name.to_vec()];
+            for q in 1..self.size {
+                let mut n = [0u8; NAME];
+                linear::check(pml.recv(&mut n, q))?;
+                names.push(n.to_vec());
+            }
+            let v = crate::topo::node_ids(&names);
+            ids = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            for q in 1..self.size {
+                linear::check(pml.send(&ids, q))?;
+            }
+        } else {
+            linear::check(pml.send(&name, 0))?;
+            linear::check(pml.recv(&mut ids, 0))?;
+        }
+        let nodes: Vec<u32> = ids.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let t = Topo::from_nodes(&nodes, self.rank);
+        let inter = inter::choose(self.inter_requested, t.leaders.len());
+        let _ = self.inter.set(inter);
+        let local_note = if t.local.len() < 2 {
+            "alone on its node".to_string()
+        } else {
+            let mut boot = Boot::start(self.comm, &t.local, t.me)?;
+            let outcome = loop {
+                if let Some(o) = boot.poll()? {
+                    break o;
+                }
+                // SAFETY: opal_progress may be called from any MPI call.
+                unsafe { ffi::opal_progress() };
+            };
+            match outcome {
+                Ok(seg) => {
+                    let note = format!("{} on shared memory", self.algorithm);
+                    let _ = self.seg.set(seg);
+                    note
+                }
+                Err(why) => {
+                    self.local_linear.store(true, Relaxed);
+                    format!("linear over point-to-point (no shared memory: {why})")
+                }
+            }
+        };
+        if self.verbose >= 1 && (self.rank == 0 || (t.is_leader() && self.verbose >= 2)) {
+            say(&format!(
+                "communicator '{}' (cid {}, {} ranks on {} nodes): node of rank {}: {} ranks, {local_note}; \
+                 between nodes: {inter} among leaders",
+                self.name(),
+                self.cid,
+                self.size,
+                t.leaders.len(),
+                self.rank,
+                t.local.len()
+            ));
+        }
+        let _ = self.topo.set(t);
+        Ok(())
+    }
+
+    /// Node-local barrier (all local ranks arrived), the leaders' inter-node
+    /// barrier, then a node-local barrier that releases the node's ranks.
+    fn hier_barrier(&self, t: &Topo) -> Result<(), c_int> {
+        self.local_phase(t)?;
+        if t.is_leader() && t.leaders.len() > 1 {
+            let mut f = Flight::new(self.comm);
+            inter::barrier(&mut f, &t.leaders, t.node, *self.inter.get().expect("inter algorithm"))?;
+        }
+        self.local_phase(t)
+    }
+
+    fn local_phase(&self, t: &Topo) -> Result<(), c_int> {
+        if t.local.len() < 2 {
+            return Ok(());
+        }
+        match self.seg.get() {
+            Some(seg) => {
+                let ticket = self.arrive(seg);
+                self.wait(seg, ticket);
+                Ok(())
+            }
+            None => linear::barrier_among(self.pml(), &t.local, t.me),
+        }
     }
 
     /// The device exchange finished: keep the segment, or give up on it.
@@ -376,7 +521,7 @@ pub fn new_module(mut st: ModuleState) -> *mut Module {
         (*m).coll_module_enable = Some(enable);
         (*m).coll_module_disable = Some(disable);
         (*m).coll_barrier = Some(barrier);
-        if st.on_device() {
+        if st.nonblocking() {
             (*m).coll_ibarrier = Some(engine::ibarrier);
             (*m).coll_barrier_init = Some(engine::barrier_init);
         }

@@ -70,6 +70,8 @@ pub struct Params {
     pub spin: c_int,
     /// `idle`, parsed: None = auto.
     pub idle: Result<Option<crate::wait::Idle>, String>,
+    /// `inter`, parsed: None = auto.
+    pub inter: Result<Option<crate::inter::InterAlgorithm>, String>,
 }
 
 impl Params {
@@ -88,6 +90,7 @@ static mut PRIORITY: c_int = DEFAULT_PRIORITY;
 static mut VERBOSE: c_int = 0;
 static mut SPIN: c_int = -1;
 static mut IDLE: *mut c_char = c"auto".as_ptr() as *mut c_char;
+static mut INTER: *mut c_char = c"auto".as_ptr() as *mut c_char;
 static mut ALGORITHM: *mut c_char = c"auto".as_ptr() as *mut c_char;
 
 /// Reads the current parameter values.
@@ -106,12 +109,14 @@ pub fn current() -> Params {
         };
         let alg = text(*addr_of_mut!(ALGORITHM));
         let idle = text(*addr_of_mut!(IDLE));
+        let inter = text(*addr_of_mut!(INTER));
         Params {
             priority: *addr_of_mut!(PRIORITY),
             algorithm: Algorithm::parse(&alg),
             verbose: *addr_of_mut!(VERBOSE),
             spin: *addr_of_mut!(SPIN),
             idle: crate::wait::Idle::parse(&idle),
+            inter: crate::inter::InterAlgorithm::parse(&inter),
         }
     }
 }
@@ -187,6 +192,16 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             Ty::MCA_BASE_VAR_TYPE_STRING,
             Lvl::OPAL_INFO_LVL_9,
             addr_of_mut!(IDLE).cast(),
+        ),
+        reg(
+            c"inter",
+            c"Barrier among node leaders on communicators that span nodes, over point-to-point: \
+              'counter' (the patent's broadcast: one zero-byte message to every other leader, one round), \
+              'dissemination' (log2(nodes) rounds), 'auto' (counter up to 4 nodes, dissemination above). \
+              Valid values: auto, counter, dissemination",
+            Ty::MCA_BASE_VAR_TYPE_STRING,
+            Lvl::OPAL_INFO_LVL_5,
+            addr_of_mut!(INTER).cast(),
         ),
     ];
     results.into_iter().find(|&r| r < 0).unwrap_or(0)

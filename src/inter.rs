@@ -1,0 +1,94 @@
+//! The inter-node phase among node leaders, on Open MPI's point-to-point
+//! engine. The patent's barrier control packets become zero-byte messages.
+//!
+//! - `Counter` (the patent's broadcast): every leader sends one message to
+//!   every other leader and counts the N-1 it receives; one round, N-1
+//!   messages out per leader.
+//! - `Dissemination`: ⌈log2 N⌉ rounds; in round r leader i sends to
+//!   i+2^r and receives from i-2^r (mod N). After the last round every
+//!   leader has heard, transitively, from all.
+//!
+//! Consecutive barriers never confuse their messages: each ordered pair
+//! of leaders carries at most one message per barrier (dissemination's
+//! 2^r mod N are distinct), and MPI keeps a pair's messages in order.
+
+use std::ffi::c_int;
+use std::fmt;
+
+use crate::linear::Flight;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InterAlgorithm {
+    Counter,
+    Dissemination,
+}
+
+impl fmt::Display for InterAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(match self {
+            InterAlgorithm::Counter => "counter broadcast",
+            InterAlgorithm::Dissemination => "dissemination",
+        })
+    }
+}
+
+impl InterAlgorithm {
+    pub const VALID: &'static str = "auto, counter, dissemination";
+
+    /// Parses the `inter` parameter; None means `auto`.
+    pub fn parse(s: &str) -> Result<Option<InterAlgorithm>, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(None),
+            "counter" => Ok(Some(InterAlgorithm::Counter)),
+            "dissemination" => Ok(Some(InterAlgorithm::Dissemination)),
+            _ => Err(format!(
+                "invalid value '{s}' for MCA parameter coll_hwbarr_inter (valid values: {}); \
+                 hwbarr is disabled for this job, other components serve MPI_Barrier",
+                InterAlgorithm::VALID
+            )),
+        }
+    }
+}
+
+/// Leaders up to which `auto` uses the counter broadcast: one round of
+/// N-1 messages beats ⌈log2 N⌉ rounds while N-1 sends cost less than the
+/// extra rounds' latencies (see the scale model in `make bench`).
+pub const AUTO_COUNTER_MAX_NODES: usize = 4;
+
+pub fn choose(requested: Option<InterAlgorithm>, nodes: usize) -> InterAlgorithm {
+    requested.unwrap_or(if nodes <= AUTO_COUNTER_MAX_NODES {
+        InterAlgorithm::Counter
+    } else {
+        InterAlgorithm::Dissemination
+    })
+}
+
+/// Leader `node` of `leaders` (ranks in `flight`'s communicator) runs one
+/// inter-node barrier, turning progress until it is over.
+pub fn barrier(flight: &mut Flight, leaders: &[c_int], node: usize, alg: InterAlgorithm) -> Result<(), c_int> {
+    let n = leaders.len();
+    if n < 2 {
+        return Ok(());
+    }
+    match alg {
+        InterAlgorithm::Counter => {
+            for i in 1..n {
+                flight.irecv(&mut [], leaders[(node + n - i) % n])?;
+            }
+            for i in 1..n {
+                flight.isend(&[], leaders[(node + i) % n])?;
+            }
+            flight.wait()
+        }
+        InterAlgorithm::Dissemination => {
+            let mut step = 1;
+            while step < n {
+                flight.irecv(&mut [], leaders[(node + n - step) % n])?;
+                flight.isend(&[], leaders[(node + step) % n])?;
+                flight.wait()?;
+                step *= 2;
+            }
+            Ok(())
+        }
+    }
+}
