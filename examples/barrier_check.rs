@@ -3,7 +3,8 @@
 //!
 //! - `semantics <iters>`: thousands of barriers with random per-rank delays
 //!   on MPI_COMM_WORLD, a dup, an even/odd split (same context id on both
-//!   halves), two overlapping subsets, and short-lived dups, interleaved with
+//!   halves), two overlapping subsets, each node's ranks (split_type
+//!   SHARED), and short-lived dups, interleaved with
 //!   allreduce and bcast. A board in a shared file ($HWBARR_BOARD) records
 //!   how many barriers each rank entered on each communicator; after every
 //!   barrier a rank checks that every member entered it. Exits 1 on a
@@ -171,6 +172,8 @@ fn semantics(world: &SimpleCommunicator, iters: u64) {
             tested.push(Tested::new(c, slot, me));
         }
     }
+    // The ranks of our node (MPI_Comm_split_type SHARED): inside one node.
+    tested.push(Tested::new(world.split_shared(0), 6, me));
     // Short-lived dups: context ids freed and reused; the count lives on.
     let mut short_count = 0;
     for i in 0..iters {

@@ -88,8 +88,14 @@ impl Job {
     }
 }
 
-fn mpirun_cmd(
+fn mpirun_cmd(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Command {
+    launch_cmd(np, &[], mca, env, args, secs)
+}
+
+/// `mpirun` with extra launcher options (`launch`) before the program.
+fn launch_cmd(
     np: usize,
+    launch: &[&str],
     mca: &[(&str, &str)],
     env: &[(&str, &str)],
     args: &[&str],
@@ -107,6 +113,7 @@ fn mpirun_cmd(
         "-np",
         &np.to_string(),
     ]);
+    c.args(launch);
     c.args(["--mca", "mca_base_component_path", component_path()]);
     for (k, v) in mca {
         c.args(["--mca", k, v]);
@@ -513,4 +520,89 @@ fn nonblocking_barriers_leak_nothing() {
         assert!(nums[6] <= nums[5] + 512, "resident memory grew: {line}");
         assert_eq!(served(&job.stderr(), 3), vec![102_000; 3], "{}", job.dump());
     }
+}
+
+// --- several fake nodes on one machine (scripts/fakenode-agent) ---
+
+/// A job over fake nodes: `hosts` like "nodea:2,nodeb:2". Each fake node
+/// runs in its own UTS namespace with its own session directory under a
+/// scratch root that is removed afterwards (and must then hold no files).
+fn fake_nodes(hosts: &str, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str]) -> Job {
+    let root = scratch("fakenodes");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+    let np: usize = hosts.split(',').map(|h| h.rsplit(':').next().unwrap().parse::<usize>().unwrap()).sum();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("plm_rsh_agent", agent.to_str().unwrap()),
+        ("btl", "self,vader,tcp"),
+        ("btl_tcp_if_include", "lo"),
+        ("oob_tcp_if_include", "lo"),
+        ("mpi_yield_when_idle", "1"),
+    ];
+    all.extend_from_slice(mca);
+    let mut env2: Vec<(&str, &str)> = vec![("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())];
+    env2.extend_from_slice(env);
+    let _g = lock();
+    let t = std::time::Instant::now();
+    let mut c = launch_cmd(np, &["--host", hosts, "-x", "HWBARR_BOARD"], &all, &env2, args, 240);
+    let out = c.output().expect("run mpirun");
+    let job = Job { out, timed_out: t.elapsed().as_secs() >= 240 };
+    let left = files_under(&root);
+    let _ = std::fs::remove_dir_all(&root);
+    assert!(left.is_empty(), "fake nodes left files behind: {left:?}\n{}", job.dump());
+    job
+}
+
+const LAYOUTS: [&str; 3] = ["nodea:2,nodeb:2", "nodea:1,nodeb:2,nodec:1", "nodea:1,nodeb:1,nodec:1,noded:1"];
+
+/// Barrier semantics across fake nodes, for every local algorithm and
+/// every inter-node algorithm: world, dup, an even/odd split (crosses
+/// nodes), overlapping subsets, each node's own ranks, short-lived dups.
+#[test]
+fn fake_nodes_semantics() {
+    for hosts in LAYOUTS {
+        for (alg, inter) in [("toggle", "counter"), ("counter", "dissemination"), ("toggle", "dissemination"), ("counter", "counter"), ("linear", "auto")] {
+            let b = board();
+            let job = fake_nodes(
+                hosts,
+                &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_inter", inter), ("coll_hwbarr_verbose", "2")],
+                &[("HWBARR_BOARD", b.to_str().unwrap())],
+                &["semantics", "300"],
+            );
+            let _ = std::fs::remove_dir_all(b.parent().unwrap());
+            assert!(job.ok(), "{hosts} {alg}/{inter}\n{}", job.dump());
+            assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
+            assert_eq!(served(&job.stderr(), 0), vec![300; 4], "{hosts} {alg}: hwbarr served world\n{}", job.dump());
+            if alg != "linear" {
+                let nodes = hosts.split(',').count();
+                assert!(job.stderr().contains(&format!("4 ranks on {nodes} nodes")), "{}", job.dump());
+            }
+        }
+    }
+}
+
+/// The progress deadlock check across nodes (TCP between fake nodes).
+#[test]
+fn fake_nodes_progress() {
+    for hosts in LAYOUTS {
+        for alg in ["toggle", "counter"] {
+            let job = fake_nodes(hosts, &[("coll_hwbarr_algorithm", alg)], &[("HWBARR_BOARD", "-")], &["progress", "4"]);
+            assert!(job.ok(), "{hosts} {alg}\n{}", job.dump());
+            assert_eq!(job.stdout().matches("progress OK").count(), 4, "{}", job.dump());
+        }
+    }
+}
+
+/// Lazy peers and direct modex (seed 004): hwbarr still works.
+#[test]
+fn fake_nodes_lazy_add_procs_and_async_modex() {
+    let b = board();
+    let job = fake_nodes(
+        "nodea:2,nodeb:2",
+        &[("mpi_add_procs_cutoff", "0"), ("pmix_base_async_modex", "1"), ("coll_hwbarr_verbose", "2")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &["semantics", "200"],
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok() && job.stdout().matches("semantics OK").count() == 4, "{}", job.dump());
+    assert_eq!(served(&job.stderr(), 0), vec![200; 4], "{}", job.dump());
 }
