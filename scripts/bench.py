@@ -52,11 +52,11 @@ if os.geteuid() == 0:
     ENV.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
-def mpirun(np, args, prog, with_hwbarr=True, timeout=300):
+def mpirun(np, args, prog, with_hwbarr=True, timeout=300, env=None):
     path = PKGLIB + (":" + COMPONENT_DIR if with_hwbarr else "")
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(np),
            "--mca", "mca_base_component_path", path] + args + prog
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or ENV)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
     return r.stdout
@@ -142,6 +142,55 @@ def ibarrier_bench():
         print(f"  {'MET ' if ok else 'MISS'} {what}: {v}")
 
 
+LAYOUTS = ["nodea:1,nodeb:1", "nodea:2,nodeb:2", "nodea:1,nodeb:2,nodec:1", "nodea:1,nodeb:1,nodec:1,noded:1"]
+FN_CONFIGS = [
+    ("hwbarr:auto", ["--mca", "coll", "hwbarr,tuned," + REST]),
+    ("hwbarr:dissemination", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_inter", "dissemination"]),
+    ("tuned", ["--mca", "coll", "tuned," + REST]),
+]
+
+
+def fake_nodes_bench():
+    """Barrier latency across fake nodes (scripts/fakenode-agent), hwbarr
+    against tuned on the same layout, both with mpi_yield_when_idle 1."""
+    import tempfile
+    prog = [os.path.join(ROOT, "target/release/examples/barrier_bench"), "2000"]
+    res, rows = {}, []
+    total, done = ROUNDS * len(LAYOUTS) * len(FN_CONFIGS), 0
+    for rnd in range(ROUNDS):
+        for hosts in LAYOUTS:
+            np = sum(int(h.split(":")[1]) for h in hosts.split(","))
+            for c, args in FN_CONFIGS:
+                with tempfile.TemporaryDirectory(prefix="hwbarr-fakenodes-") as root:
+                    env = dict(ENV, HWBARR_FAKENODE_ROOT=root)
+                    launch = ["--host", hosts, "--mca", "plm_rsh_agent", os.path.join(ROOT, "scripts/fakenode-agent"),
+                              "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", "lo",
+                              "--mca", "oob_tcp_if_include", "lo", "--mca", "mpi_yield_when_idle", "1"]
+                    out = mpirun(np, launch + args, prog, env=env)
+                a = float(re.search(r"avg_us=([\d.]+)", out).group(1))
+                res[(rnd, hosts, c)] = a
+                rows.append([rnd, hosts, c, f"{a:.3f}"])
+                done += 1
+                print(f"\r  fake nodes [{done}/{total}] {hosts:<32} {c:<22} {a:9.2f} us   ", end="", flush=True)
+    print()
+    with open(os.path.join(OUT, "fakenodes.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["round", "hosts", "config", "avg_us"])
+        w.writerows(rows)
+    print(f"\nAcross fake nodes (TCP between nodes, mpi_yield_when_idle 1), µs, medians of {ROUNDS} rounds:")
+    print(f"{'layout':<34} " + " ".join(f"{c:>22}" for c, _ in FN_CONFIGS) + f" {'auto/tuned':>11}")
+    verdicts = []
+    for hosts in LAYOUTS:
+        meds = [st.median(res[(r, hosts, c)] for r in range(ROUNDS)) for c, _ in FN_CONFIGS]
+        ratio = st.median(res[(r, hosts, "hwbarr:auto")] / res[(r, hosts, "tuned")] for r in range(ROUNDS))
+        print(f"{hosts:<34} " + " ".join(f"{m:>22.2f}" for m in meds) + f" {ratio:>11.2f}")
+        if hosts in ("nodea:2,nodeb:2", "nodea:1,nodeb:1,nodec:1,noded:1"):
+            verdicts.append((f"{hosts}: hwbarr ≤ 0.5× tuned", ratio, ratio <= 0.5))
+    print("Targets:")
+    for what, r, ok in verdicts:
+        print(f"  {'MET ' if ok else 'MISS'} {what}: {r:.2f}")
+
+
 IB_FIELDS = ["pure_us", "compute_us", "overall_us", "overlap_pct", "wait_us", "blocking_us", "persistent_us"]
 
 
@@ -225,6 +274,7 @@ def main():
 
     chart(med)
     ibarrier_bench()
+    fake_nodes_bench()
     w, wo = init_cost()
     print(f"\nMPI_Init+MPI_Finalize, 2 ranks, median of {INIT_LAUNCHES} launches: "
           f"with hwbarr {w / 1000:.1f} ms, without {wo / 1000:.1f} ms, ratio {w / wo:.3f} "

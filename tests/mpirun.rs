@@ -592,17 +592,26 @@ fn fake_nodes_progress() {
     }
 }
 
-/// Lazy peers and direct modex (seed 004): hwbarr still works.
+/// Lazy peers and direct modex (seed 004): hwbarr still works. Open MPI
+/// 4.1 itself fails MPI_Init about one launch in three in this setup
+/// ("PML add procs failed", with or without hwbarr, before any collective
+/// is selected), so such launches are retried.
 #[test]
 fn fake_nodes_lazy_add_procs_and_async_modex() {
-    let b = board();
-    let job = fake_nodes(
-        "nodea:2,nodeb:2",
-        &[("mpi_add_procs_cutoff", "0"), ("pmix_base_async_modex", "1"), ("coll_hwbarr_verbose", "2")],
-        &[("HWBARR_BOARD", b.to_str().unwrap())],
-        &["semantics", "200"],
-    );
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    assert!(job.ok() && job.stdout().matches("semantics OK").count() == 4, "{}", job.dump());
-    assert_eq!(served(&job.stderr(), 0), vec![200; 4], "{}", job.dump());
+    for attempt in 1..=6 {
+        let b = board();
+        let job = fake_nodes(
+            "nodea:2,nodeb:2",
+            &[("mpi_add_procs_cutoff", "0"), ("pmix_base_async_modex", "1"), ("coll_hwbarr_verbose", "2")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["semantics", "200"],
+        );
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        if !job.ok() && job.stderr().contains("PML add procs failed") && attempt < 6 {
+            continue;
+        }
+        assert!(job.ok() && job.stdout().matches("semantics OK").count() == 4, "{}", job.dump());
+        assert_eq!(served(&job.stderr(), 0), vec![200; 4], "{}", job.dump());
+        return;
+    }
 }
