@@ -41,7 +41,9 @@ fn component_path() -> &'static str {
         let dir = match std::env::var("HWBARR_COMPONENT_DIR") {
             Ok(d) => PathBuf::from(d),
             Err(_) => {
-                let d = scratch("components");
+                // Inside the build tree, not /tmp: nothing left behind.
+                let d = target_dir().join("test-components");
+                std::fs::create_dir_all(&d).unwrap();
                 std::fs::copy(
                     target_dir().join("libmca_coll_hwbarr.so"),
                     d.join("mca_coll_hwbarr.so"),
@@ -368,14 +370,14 @@ fn sigkill_in_a_barrier_leaves_nothing_behind() {
         &["die", "50"],
         60,
     );
+    let left = files_under(&sess);
+    let _ = std::fs::remove_dir_all(&sess);
     assert!(!job.ok() && !job.timed_out(), "{}", job.dump());
     assert!(job.stderr().contains("signal 9"), "{}", job.dump());
     let after = shm_names();
     assert!(after.iter().all(|n| !n.contains("hwbarr")), "{after:?}");
     assert_eq!(before, after, "/dev/shm changed");
-    let left = files_under(&sess);
     assert!(left.is_empty(), "left in the session dir: {left:?}");
-    let _ = std::fs::remove_dir_all(&sess);
 }
 
 /// Two jobs of the same user at once never share a segment.
