@@ -150,23 +150,108 @@ FN_CONFIGS = [
 ]
 
 
+def fake_launch(hosts, args, prog):
+    """Runs `prog` over fake nodes `hosts` (like "nodea:1,nodeb:1")."""
+    import tempfile
+    np = sum(int(h.split(":")[1]) for h in hosts.split(","))
+    with tempfile.TemporaryDirectory(prefix="hwbarr-fakenodes-") as root:
+        env = dict(ENV, HWBARR_FAKENODE_ROOT=root)
+        launch = ["--host", hosts, "--mca", "plm_rsh_agent", os.path.join(ROOT, "scripts/fakenode-agent"),
+                  "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", "lo",
+                  "--mca", "oob_tcp_if_include", "lo", "--mca", "mpi_yield_when_idle", "1"]
+        return mpirun(np, launch + args, prog, env=env)
+
+
+# Assumed (not measured here) Blue Gene/P-like torus figures for the
+# patent's deposit-bit broadcast: per-hop latency, time of one 32-byte
+# packet on a 425 MB/s link, links per node, DMA injection overhead.
+TORUS_HOP_US = 0.1
+TORUS_PKT_US = 32 / 425.0
+TORUS_LINKS = 6
+TORUS_INJECT_US = 0.5
+
+
+def model(t1, g, n):
+    """Predicted inter-node barrier latency (µs) for n nodes.
+    t1: one-way time of a zero-byte message (rtt/2); g: extra cost per
+    additional message a leader sends or receives in a burst."""
+    import math
+    counter = t1 + (n - 2) * g
+    dissemination = math.ceil(math.log2(n)) * t1
+    k = math.ceil(n ** (1 / 3))
+    diameter = 3 * (k // 2)
+    # One packet per axis line with the deposit bit; every node still
+    # receives n-1 packets (one decrement each) over its links.
+    torus = TORUS_INJECT_US + diameter * TORUS_HOP_US + (n - 1) * TORUS_PKT_US / TORUS_LINKS
+    return counter, dissemination, torus
+
+
+def scale_model(measured):
+    """LogP-style scale model from message costs measured across 2 fake
+    nodes; predictions from 2 to 100,000 nodes, crossovers, and the gap to
+    the fake-node measurements (`measured`: layout -> {config: µs})."""
+    prog = [os.path.join(ROOT, "target/release/examples/logp"), "2000"]
+    vals = []
+    for i in range(ROUNDS):
+        out = fake_launch("nodea:1,nodeb:1", [], prog)
+        vals.append({k: float(v) for k, v in re.findall(r"(\w+)_us=([\d.]+)", out)})
+        print(f"\r  message costs {i + 1}/{ROUNDS}", end="", flush=True)
+    print()
+    rtt = st.median(v["rtt"] for v in vals)
+    o = st.median(v["o"] for v in vals)
+    g = st.median(v["g"] for v in vals)
+    t1 = rtt / 2
+    print(f"\nScale model. Measured across 2 fake nodes (TCP on loopback), medians of {ROUNDS}: "
+          f"round trip {rtt:.2f} µs (one way t1 = {t1:.2f}), send overhead o {o:.2f} µs, gap g {g:.2f} µs.")
+    print("  counter broadcast: t1 + (N-2)·max(g,o);  dissemination: ⌈log2 N⌉·t1;")
+    print(f"  torus deposit-bit broadcast (assumed BG/P-like: {TORUS_HOP_US} µs/hop, {TORUS_PKT_US:.3f} µs/packet, "
+          f"{TORUS_LINKS} links, {TORUS_INJECT_US} µs injection): inject + 3⌊k/2⌋ hops + (N-1) packets / links, k = ⌈N^(1/3)⌉")
+    gg = max(g, o)
+    ns = sorted({int(round(10 ** (i / 8))) for i in range(3, 41)} | {2, 3, 4, 100000})
+    rows = [(n,) + model(t1, gg, n) for n in ns]
+    with open(os.path.join(OUT, "model.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["nodes", "counter_us", "dissemination_us", "torus_us"])
+        w.writerows([(n, f"{c:.3f}", f"{d:.3f}", f"{t:.3f}") for n, c, d, t in rows])
+    cross = next((n for n in range(3, 100001) if model(t1, gg, n)[0] > model(t1, gg, n)[1]), None)
+    print(f"  crossover counter → dissemination at {cross} nodes (auto switches above "
+          f"{4} nodes); at 100,000 nodes: counter {rows[-1][1] / 1e3:.0f} ms, dissemination "
+          f"{rows[-1][2]:.0f} µs, torus {rows[-1][3]:.0f} µs")
+    print("  prediction against the fake-node measurement (inter-node phase only; the measurement adds")
+    print("  local phases and the scheduling of 4 processes on 2 cores):")
+    for hosts, nodes in (("nodea:1,nodeb:1", 2), ("nodea:1,nodeb:1,nodec:1,noded:1", 4)):
+        c, d, _ = model(t1, gg, nodes)
+        m = measured.get(hosts, {})
+        mc, md = m.get("hwbarr:auto"), m.get("hwbarr:dissemination")
+        if mc and md:
+            print(f"    {hosts}: counter predicted {c:.1f} measured {mc:.1f} (×{mc / c:.1f}); "
+                  f"dissemination predicted {d:.1f} measured {md:.1f} (×{md / d:.1f})")
+    if shutil.which("gnuplot"):
+        png = os.path.join(OUT, "model.png")
+        script = f"""
+set terminal pngcairo size 900,560 font ',11'
+set output '{png}'
+set datafile separator ','
+set title 'Predicted barrier latency among N nodes (t1={t1:.1f} us, g={gg:.1f} us measured on fake nodes)'
+set xlabel 'nodes'; set ylabel 'latency (us)'; set logscale xy; set grid; set key left top
+plot '{os.path.join(OUT, "model.csv")}' every ::1 using 1:2 with lines lw 2 title 'counter broadcast (PML)', \
+     '' every ::1 using 1:3 with lines lw 2 title 'dissemination (PML)', \
+     '' every ::1 using 1:4 with lines lw 2 title 'torus deposit-bit broadcast (assumed BG/P figures)'
+"""
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+        print(f"  chart: {os.path.relpath(png, ROOT)}")
+
+
 def fake_nodes_bench():
     """Barrier latency across fake nodes (scripts/fakenode-agent), hwbarr
     against tuned on the same layout, both with mpi_yield_when_idle 1."""
-    import tempfile
     prog = [os.path.join(ROOT, "target/release/examples/barrier_bench"), "2000"]
     res, rows = {}, []
     total, done = ROUNDS * len(LAYOUTS) * len(FN_CONFIGS), 0
     for rnd in range(ROUNDS):
         for hosts in LAYOUTS:
-            np = sum(int(h.split(":")[1]) for h in hosts.split(","))
             for c, args in FN_CONFIGS:
-                with tempfile.TemporaryDirectory(prefix="hwbarr-fakenodes-") as root:
-                    env = dict(ENV, HWBARR_FAKENODE_ROOT=root)
-                    launch = ["--host", hosts, "--mca", "plm_rsh_agent", os.path.join(ROOT, "scripts/fakenode-agent"),
-                              "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", "lo",
-                              "--mca", "oob_tcp_if_include", "lo", "--mca", "mpi_yield_when_idle", "1"]
-                    out = mpirun(np, launch + args, prog, env=env)
+                out = fake_launch(hosts, args, prog)
                 a = float(re.search(r"avg_us=([\d.]+)", out).group(1))
                 res[(rnd, hosts, c)] = a
                 rows.append([rnd, hosts, c, f"{a:.3f}"])
@@ -189,6 +274,7 @@ def fake_nodes_bench():
     print("Targets:")
     for what, r, ok in verdicts:
         print(f"  {'MET ' if ok else 'MISS'} {what}: {r:.2f}")
+    return {h: {c: st.median(res[(r, h, c)] for r in range(ROUNDS)) for c, _ in FN_CONFIGS} for h in LAYOUTS}
 
 
 IB_FIELDS = ["pure_us", "compute_us", "overall_us", "overlap_pct", "wait_us", "blocking_us", "persistent_us"]
@@ -274,7 +360,8 @@ def main():
 
     chart(med)
     ibarrier_bench()
-    fake_nodes_bench()
+    measured = fake_nodes_bench()
+    scale_model(measured)
     w, wo = init_cost()
     print(f"\nMPI_Init+MPI_Finalize, 2 ranks, median of {INIT_LAUNCHES} launches: "
           f"with hwbarr {w / 1000:.1f} ms, without {wo / 1000:.1f} ms, ratio {w / wo:.3f} "
