@@ -18,26 +18,21 @@ fn main() {
     let mut sink: [u8; 0] = [];
     if me < 2 {
         let peer = world.process_at_rank(1 - me);
-        // Round trip.
-        for _ in 0..iters / 10 {
-            if me == 0 {
-                peer.send(&empty[..]);
-                peer.receive_into(&mut sink[..]);
-            } else {
-                peer.receive_into(&mut sink[..]);
-                peer.send(&empty[..]);
+        // Round trip: warm-up, then timed.
+        let mut ping_pong = |n: usize| {
+            for _ in 0..n {
+                if me == 0 {
+                    peer.send(&empty[..]);
+                    peer.receive_into(&mut sink[..]);
+                } else {
+                    peer.receive_into(&mut sink[..]);
+                    peer.send(&empty[..]);
+                }
             }
-        }
+        };
+        ping_pong(iters / 10);
         let t0 = mpi::time();
-        for _ in 0..iters {
-            if me == 0 {
-                peer.send(&empty[..]);
-                peer.receive_into(&mut sink[..]);
-            } else {
-                peer.receive_into(&mut sink[..]);
-                peer.send(&empty[..]);
-            }
-        }
+        ping_pong(iters);
         let rtt = (mpi::time() - t0) * 1e6 / iters as f64;
         // Overhead of posting a send, and the gap in a burst.
         let (mut post, mut burst) = (0.0, 0.0);

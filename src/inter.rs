@@ -33,20 +33,14 @@ impl fmt::Display for InterAlgorithm {
 }
 
 impl InterAlgorithm {
-    pub const VALID: &'static str = "auto, counter, dissemination";
-
     /// Parses the `inter` parameter; None means `auto`.
     pub fn parse(s: &str) -> Result<Option<InterAlgorithm>, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" | "" => Ok(None),
-            "counter" => Ok(Some(InterAlgorithm::Counter)),
-            "dissemination" => Ok(Some(InterAlgorithm::Dissemination)),
-            _ => Err(format!(
-                "invalid value '{s}' for MCA parameter coll_hwbarr_inter (valid values: {}); \
-                 hwbarr is disabled for this job, other components serve MPI_Barrier",
-                InterAlgorithm::VALID
-            )),
-        }
+        let choices = [
+            ("auto", None),
+            ("counter", Some(InterAlgorithm::Counter)),
+            ("dissemination", Some(InterAlgorithm::Dissemination)),
+        ];
+        crate::params::parse_choice("inter", s, &choices)
     }
 }
 

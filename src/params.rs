@@ -35,19 +35,25 @@ impl Algorithm {
     /// Parses an `algorithm` value (case-insensitive); the error names the
     /// valid values.
     pub fn parse(s: &str) -> Result<Algorithm, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "toggle" => Ok(Algorithm::Toggle),
-            "counter" => Ok(Algorithm::Counter),
-            "linear" => Ok(Algorithm::Linear),
-            "auto" | "" => Ok(Algorithm::Auto),
-            _ => Err(format!(
-                "invalid value '{}' for MCA parameter coll_hwbarr_algorithm \
-                 (valid values: {}); hwbarr is disabled for this job, other components serve MPI_Barrier",
-                s,
-                Algorithm::VALID
-            )),
-        }
+        use Algorithm::*;
+        parse_choice("algorithm", s, &[("toggle", Toggle), ("counter", Counter), ("linear", Linear), ("auto", Auto)])
     }
+}
+
+/// Parses the value `s` of the string parameter `coll_hwbarr_<param>`
+/// (case-insensitive; empty means `auto`) against `choices`. The error is
+/// the one line to report, naming the valid values.
+pub fn parse_choice<T: Copy>(param: &str, s: &str, choices: &[(&str, T)]) -> Result<T, String> {
+    let v = s.trim().to_ascii_lowercase();
+    let v = if v.is_empty() { "auto" } else { v.as_str() };
+    choices.iter().find(|(name, _)| *name == v).map(|&(_, t)| t).ok_or_else(|| {
+        let valid: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+        format!(
+            "invalid value '{s}' for MCA parameter coll_hwbarr_{param} (valid values: {}); \
+             hwbarr is disabled for this job, other components serve MPI_Barrier",
+            valid.join(", ")
+        )
+    })
 }
 
 impl fmt::Display for Algorithm {

@@ -22,17 +22,8 @@ impl Idle {
 
     /// Parses the `idle` parameter; None means `auto`.
     pub fn parse(s: &str) -> Result<Option<Idle>, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" | "" => Ok(None),
-            "spin" => Ok(Some(Idle::Spin)),
-            "yield" => Ok(Some(Idle::Yield)),
-            "sleep" => Ok(Some(Idle::Sleep)),
-            _ => Err(format!(
-                "invalid value '{s}' for MCA parameter coll_hwbarr_idle (valid values: {}); \
-                 hwbarr is disabled for this job, other components serve MPI_Barrier",
-                Idle::VALID
-            )),
-        }
+        let choices = [("auto", None), ("spin", Some(Idle::Spin)), ("yield", Some(Idle::Yield)), ("sleep", Some(Idle::Sleep))];
+        crate::params::parse_choice("idle", s, &choices)
     }
 }
 
