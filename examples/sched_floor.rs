@@ -1,0 +1,130 @@
+//! The scheduler's floor for a barrier when ranks outnumber cores: n plain
+//! processes (no MPI) run hwbarr's counter core on shared memory and wait
+//! the cheapest way this kernel offers, one poll then sched_yield. Whatever
+//! a barrier component does inside MPI, it cannot beat this by much: each
+//! core must switch between its ranks at least once per barrier. With no
+//! more ranks than cores the waiters spin instead (the floor is then the
+//! cache-line transfer).
+//! Also measures one yield hand-off (two processes on one core passing a
+//! token by sched_yield), the unit cost behind it.
+//!
+//! Prints, like barrier_bench: `ranks=<n> avg_us=<a> min_us=<m> max_us=<x>
+//! iters=<i> handoff_us=<h>`.
+//! Usage: sched_floor <ranks> [iters]
+
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::Instant;
+
+use mca_coll_hwbarr::core::counter;
+use mca_coll_hwbarr::sync::Line;
+
+/// Anonymous memory shared with the children we fork.
+fn shared<T>(count: usize) -> &'static [T] {
+    let bytes = std::mem::size_of::<T>() * count;
+    // SAFETY: a fresh zero-filled shared mapping; every T used here
+    // (atomics) is valid as all-zero bytes. Never unmapped: the process
+    // exits after the measurement.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert!(p != libc::MAP_FAILED, "mmap failed");
+        std::slice::from_raw_parts(p.cast::<T>(), count)
+    }
+}
+
+/// Runs `body(i)` in `n` forked children and waits for all of them.
+fn in_children(n: usize, body: impl Fn(usize)) {
+    let mut pids = Vec::new();
+    for i in 0..n {
+        // SAFETY: single-threaded here; the child only runs `body` and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            body(i);
+            // SAFETY: leave the child without running the parent's atexit.
+            unsafe { libc::_exit(0) };
+        }
+        pids.push(pid);
+    }
+    for pid in pids {
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
+}
+
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t is empty; we set one CPU for ourselves.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn yield_now() {
+    // SAFETY: no preconditions.
+    unsafe { libc::sched_yield() };
+}
+
+/// Mean time of one sched_yield hand-off between two processes on CPU 0.
+fn handoff_us(turns: u64) -> f64 {
+    let token = &shared::<Line<AtomicU64>>(1)[0];
+    let out = &shared::<AtomicU64>(1)[0];
+    in_children(2, |me| {
+        pin_to_cpu0();
+        let t0 = Instant::now();
+        for _ in 0..turns {
+            while token.load(Ordering::Acquire) % 2 != me as u64 {
+                yield_now();
+            }
+            token.fetch_add(1, Ordering::AcqRel);
+        }
+        if me == 0 {
+            out.store((t0.elapsed().as_secs_f64() * 1e9 / (2 * turns) as f64) as u64, Ordering::Release);
+        }
+    });
+    out.load(Ordering::Acquire) as f64 / 1e3
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    let n = args.first().copied().unwrap_or(4).max(1);
+    let iters = args.get(1).copied().unwrap_or(20_000);
+    let warm = iters / 10;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let cells = shared::<Line<AtomicI32>>(n);
+    let means = shared::<AtomicU64>(n);
+    in_children(n, |r| {
+        let mut t0 = Instant::now();
+        for i in 0..warm + iters {
+            if i == warm {
+                t0 = Instant::now();
+            }
+            counter::arrive(cells, r);
+            while !counter::is_released(cells, r) {
+                if n > cores {
+                    yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        let ns = t0.elapsed().as_secs_f64() * 1e9 / iters as f64;
+        means[r].store(ns as u64, Ordering::Release);
+    });
+    let us: Vec<f64> = means.iter().map(|m| m.load(Ordering::Acquire) as f64 / 1e3).collect();
+    let avg = us.iter().sum::<f64>() / n as f64;
+    let min = us.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = us.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "ranks={n} avg_us={avg:.3} min_us={min:.3} max_us={max:.3} iters={iters} handoff_us={:.3}",
+        handoff_us(20_000)
+    );
+}
