@@ -1,10 +1,11 @@
 //! MPI_Ibarrier overlap, the osu_ibarrier way, and the persistent barrier's
 //! latency against the blocking one. Rank 0 prints one line:
 //! `ranks=<n> pure_us=<p> compute_us=<c> overall_us=<o> overlap_pct=<x>
-//!  blocking_us=<b> persistent_us=<q>`, each the average over ranks.
+//!  init_us=<i> wait_us=<w> blocking_us=<b> persistent_us=<q>`, each the average over ranks.
 //! Pure: Ibarrier + Wait. Overall: Ibarrier, then a busy compute phase as
-//! long as the pure time (no MPI calls in it), then Wait. Overlap:
-//! 100 × (1 − (overall − compute) / pure).
+//! long as the pure time (no MPI calls in it), then Wait, each timed as
+//! osu_ibarrier times them, with an untimed MPI_Barrier after each
+//! iteration. Overlap: 100 × (1 − (overall − compute) / pure).
 //! Usage: ibarrier_bench [iters]
 
 use mpi::collective::SystemOperation;
@@ -45,22 +46,43 @@ fn main() {
         (mpi::time() - t0) * 1e6 / n as f64
     };
     (0..warm).for_each(|_| ibarrier_wait());
-    let pure = timed(iters, &ibarrier_wait);
-    // As osu_ibarrier: the compute time is measured inside the loop.
-    let tcomp = std::cell::Cell::new(0.0);
-    let twait = std::cell::Cell::new(0.0);
-    let overall = timed(iters, &|| unsafe {
-        let mut r = mpi::ffi::RSMPI_REQUEST_NULL;
-        mpi::ffi::MPI_Ibarrier(c, &mut r);
+    // As osu_ibarrier: each iteration timed on its own.
+    world.barrier();
+    let mut pure_sum = 0.0;
+    for _ in 0..iters {
         let t = mpi::time();
-        compute(pure);
-        let t2 = mpi::time();
-        tcomp.set(tcomp.get() + t2 - t);
-        mpi::ffi::MPI_Wait(&mut r, mpi::ffi::RSMPI_STATUS_IGNORE);
-        twait.set(twait.get() + mpi::time() - t2);
-    });
-    let compute_only = tcomp.get() * 1e6 / iters as f64;
-    let wait_after = twait.get() * 1e6 / iters as f64;
+        ibarrier_wait();
+        pure_sum += mpi::time() - t;
+    }
+    let pure = pure_sum * 1e6 / iters as f64;
+    // As osu_ibarrier: init, compute and wait are timed inside the loop,
+    // and a blocking barrier (not timed) lines the ranks up after each one.
+    let (mut overall_sum, mut tinit, mut tcomp, mut twait) = (0.0, 0.0, 0.0, 0.0);
+    for i in 0..warm + iters {
+        // SAFETY: as above.
+        let (t_start, t_init, t_comp, t_wait, t_stop) = unsafe {
+            let mut r = mpi::ffi::RSMPI_REQUEST_NULL;
+            let t_start = mpi::time();
+            mpi::ffi::MPI_Ibarrier(c, &mut r);
+            let t_init = mpi::time();
+            compute(pure);
+            let t_comp = mpi::time();
+            mpi::ffi::MPI_Wait(&mut r, mpi::ffi::RSMPI_STATUS_IGNORE);
+            let t_wait = mpi::time();
+            (t_start, t_init, t_comp, t_wait, mpi::time())
+        };
+        if i >= warm {
+            overall_sum += t_stop - t_start;
+            tinit += t_init - t_start;
+            tcomp += t_comp - t_init;
+            twait += t_wait - t_comp;
+        }
+        world.barrier();
+    }
+    let overall = overall_sum * 1e6 / iters as f64;
+    let compute_only = tcomp * 1e6 / iters as f64;
+    let wait_after = twait * 1e6 / iters as f64;
+    let init = tinit * 1e6 / iters as f64;
     (0..warm).for_each(|_| world.barrier());
     let blocking = timed(iters, &|| world.barrier());
     let mut p = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
@@ -80,12 +102,12 @@ fn main() {
         world.all_reduce_into(&x, &mut s, SystemOperation::sum());
         s / n
     };
-    let (pure, compute_only, overall, blocking, persistent, wait_after) =
-        (avg(pure), avg(compute_only), avg(overall), avg(blocking), avg(persistent), avg(wait_after));
+    let (pure, compute_only, overall, blocking, persistent, wait_after, init) =
+        (avg(pure), avg(compute_only), avg(overall), avg(blocking), avg(persistent), avg(wait_after), avg(init));
     let overlap = (100.0 * (1.0 - (overall - compute_only) / pure)).clamp(0.0, 100.0);
     if world.rank() == 0 {
         println!(
-            "ranks={} pure_us={pure:.3} compute_us={compute_only:.3} overall_us={overall:.3} overlap_pct={overlap:.1} wait_us={wait_after:.3} \
+            "ranks={} pure_us={pure:.3} compute_us={compute_only:.3} overall_us={overall:.3} overlap_pct={overlap:.1} init_us={init:.3} wait_us={wait_after:.3} \
              blocking_us={blocking:.3} persistent_us={persistent:.3}",
             world.size()
         );

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Mutex;
 
 use crate::bootstrap::Boot;
+use crate::hier::HierOp;
 use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request};
 use crate::module::{guard, state, ModuleState, Ticket};
 
@@ -39,6 +40,8 @@ enum Entered {
     Boot(Box<Boot>),
     /// Device unusable: the component below ours serves it.
     Chained(*mut Request),
+    /// A communicator spanning nodes.
+    Hier(Box<HierOp>),
 }
 
 /// A communicator's queue of barriers in flight.
@@ -91,7 +94,15 @@ type Releases = Vec<*mut Request>;
 fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
     while !e.queue.is_empty() {
         if e.head.is_none() {
-            e.head = Some(if let Some(seg) = st.segment() {
+            e.head = Some(if st.is_multi_node() {
+                match HierOp::start(st) {
+                    Ok(h) => Entered::Hier(Box::new(h)),
+                    Err(rc) => {
+                        finish(st, e, rc, rel);
+                        continue;
+                    }
+                }
+            } else if let Some(seg) = st.segment() {
                 Entered::Device(st.arrive(seg))
             } else if st.unusable() {
                 let mut r = null_mut();
@@ -123,6 +134,7 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 }
                 Err(rc) => Err(rc),
             },
+            Entered::Hier(h) => h.poll(st),
             Entered::Chained(r) => {
                 let mut err = ffi::SUCCESS;
                 // SAFETY: a live request the component below returned.

@@ -24,6 +24,8 @@ mod futex;
 #[cfg(not(loom))]
 mod engine;
 #[cfg(not(loom))]
+mod hier;
+#[cfg(not(loom))]
 mod inter;
 #[cfg(not(loom))]
 mod topo;

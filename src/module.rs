@@ -17,7 +17,6 @@ use crate::device::Segment;
 use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm, ompi_request_t as Request};
 use crate::engine::{self, Engine};
 use crate::futex;
-use crate::bootstrap::Boot;
 use crate::inter::{self, InterAlgorithm};
 use crate::linear::{self, Flight, Pml};
 use crate::topo::Topo;
@@ -191,9 +190,13 @@ impl ModuleState {
         matches!(self.algorithm, Algorithm::Toggle | Algorithm::Counter)
     }
 
-    /// Serves the non-blocking and persistent barriers too (one node only).
+    /// Serves the non-blocking and persistent barriers too.
     pub fn nonblocking(&self) -> bool {
-        self.on_device() && !self.multi_node
+        self.on_device()
+    }
+
+    pub(crate) fn is_multi_node(&self) -> bool {
+        self.multi_node
     }
 
     /// The topology, once known.
@@ -229,16 +232,17 @@ impl ModuleState {
             return self.fallback_barrier();
         }
         if self.multi_node {
-            let rc = match self.topo.get() {
-                Some(t) => self.hier_barrier(t),
-                None => self.first_multi_node(),
-            };
-            return match rc {
-                Ok(()) => {
-                    self.count_served();
-                    ffi::SUCCESS
-                }
-                Err(rc) => rc,
+            return match self.topo.get() {
+                // Direct path: layout known and nothing queued before us.
+                Some(t) if !self.queued.load(Acquire) => match self.hier_barrier(t) {
+                    Ok(()) => {
+                        self.count_served();
+                        ffi::SUCCESS
+                    }
+                    Err(rc) => rc,
+                },
+                // First barrier (finds the layout) or behind queued ones.
+                _ => engine::blocking(self),
             };
         }
         match self.seg.get() {
@@ -322,74 +326,46 @@ impl ModuleState {
         wait::wait_until(self.policy, || self.released(seg, t), progress, sleep);
     }
 
-    /// First barrier on a communicator spanning nodes: every rank sends its
-    /// host name to rank 0, which answers with every rank's node id (the
-    /// exchange is a barrier), then each node sets its device up.
-    fn first_multi_node(&self) -> Result<(), c_int> {
-        const NAME: usize = 64;
-        let pml = self.pml();
-        let mut name = [0u8; NAME];
-        let host = crate::topo::hostname();
-        let len = host.len().min(NAME);
-        name[..len].copy_from_slice(&host.as_bytes()[..len]);
-        let mut ids = vec![0u8; 4 * self.size as usize];
-        if self.rank == 0 {
-            let mut names = vec![name.to_vec()];
-            for q in 1..self.size {
-                let mut n = [0u8; NAME];
-                linear::check(pml.recv(&mut n, q))?;
-                names.push(n.to_vec());
+    /// Multi-node, first barrier: the layout is known; the leaders'
+    /// algorithm follows from the node count.
+    pub(crate) fn layout_known(&self, t: Topo) {
+        let _ = self.inter.set(inter::choose(self.inter_requested, t.leaders.len()));
+        let _ = self.topo.set(t);
+    }
+
+    pub(crate) fn inter_algorithm(&self) -> InterAlgorithm {
+        *self.inter.get().expect("layout known")
+    }
+
+    /// Multi-node, first barrier: our node's device is set up (`Some(Ok)`),
+    /// could not be (`Some(Err)`: the local phases run over point-to-point),
+    /// or is not needed (`None`: alone on the node).
+    pub(crate) fn node_ready(&self, outcome: Option<Result<Segment, String>>) {
+        let t = self.topo.get().expect("layout known");
+        let local_note = match outcome {
+            None => "alone on its node".to_string(),
+            Some(Ok(seg)) => {
+                let _ = self.seg.set(seg);
+                format!("{} on shared memory", self.algorithm)
             }
-            let v = crate::topo::node_ids(&names);
-            ids = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            for q in 1..self.size {
-                linear::check(pml.send(&ids, q))?;
-            }
-        } else {
-            linear::check(pml.send(&name, 0))?;
-            linear::check(pml.recv(&mut ids, 0))?;
-        }
-        let nodes: Vec<u32> = ids.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-        let t = Topo::from_nodes(&nodes, self.rank);
-        let inter = inter::choose(self.inter_requested, t.leaders.len());
-        let _ = self.inter.set(inter);
-        let local_note = if t.local.len() < 2 {
-            "alone on its node".to_string()
-        } else {
-            let mut boot = Boot::start(self.comm, &t.local, t.me)?;
-            let outcome = loop {
-                if let Some(o) = boot.poll()? {
-                    break o;
-                }
-                // SAFETY: opal_progress may be called from any MPI call.
-                unsafe { ffi::opal_progress() };
-            };
-            match outcome {
-                Ok(seg) => {
-                    let note = format!("{} on shared memory", self.algorithm);
-                    let _ = self.seg.set(seg);
-                    note
-                }
-                Err(why) => {
-                    self.local_linear.store(true, Relaxed);
-                    format!("linear over point-to-point (no shared memory: {why})")
-                }
+            Some(Err(why)) => {
+                self.local_linear.store(true, Relaxed);
+                format!("linear over point-to-point (no shared memory: {why})")
             }
         };
         if self.verbose >= 1 && (self.rank == 0 || (t.is_leader() && self.verbose >= 2)) {
             say(&format!(
                 "communicator '{}' (cid {}, {} ranks on {} nodes): node of rank {}: {} ranks, {local_note}; \
-                 between nodes: {inter} among leaders",
+                 between nodes: {} among leaders",
                 self.name(),
                 self.cid,
                 self.size,
                 t.leaders.len(),
                 self.rank,
-                t.local.len()
+                t.local.len(),
+                self.inter_algorithm(),
             ));
         }
-        let _ = self.topo.set(t);
-        Ok(())
     }
 
     /// Node-local barrier (all local ranks arrived), the leaders' inter-node

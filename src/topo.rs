@@ -5,6 +5,8 @@
 use std::ffi::c_int;
 
 use crate::core::toggle;
+use crate::ffi::ompi_communicator_t as Comm;
+use crate::linear::Flight;
 
 /// A communicator's layout seen from one rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +73,84 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// Bytes of a host name that count (longer names are cut).
+const NAME_WORDS: usize = 8;
+
+/// A host name as message words.
+fn name_words(host: &str) -> [u64; NAME_WORDS] {
+    let mut b = [0u8; NAME_WORDS * 8];
+    let len = host.len().min(b.len());
+    b[..len].copy_from_slice(&host.as_bytes()[..len]);
+    std::array::from_fn(|i| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap()))
+}
+
+/// Finding the layout on a communicator's first barrier, without blocking:
+/// every rank sends its host name to rank 0, which answers each with every
+/// rank's node id. Rank 0 hears from all before anyone hears back, so the
+/// exchange is itself a barrier.
+pub struct Exchange {
+    rank: c_int,
+    flight: Flight,
+    /// Rank 0: every rank's name (ours in slot 0). Others: our own.
+    names: Vec<[u64; NAME_WORDS]>,
+    /// Every rank's node id, from rank 0.
+    ids: Vec<u64>,
+    /// Rank 0 has sent the ids.
+    answered: bool,
+}
+
+impl Exchange {
+    pub fn start(comm: *mut Comm, rank: c_int, size: c_int) -> Result<Exchange, c_int> {
+        let n = size as usize;
+        let mine = name_words(&hostname());
+        let mut x = Exchange {
+            rank,
+            flight: Flight::new(comm),
+            names: if rank == 0 { vec![mine; n] } else { vec![mine] },
+            ids: vec![0; n],
+            answered: false,
+        };
+        if rank == 0 {
+            for q in 1..n {
+                x.flight.irecv(&mut x.names[q][..], q as c_int)?;
+            }
+        } else {
+            x.flight.isend(&x.names[0][..], 0)?;
+            x.flight.irecv(&mut x.ids[..], 0)?;
+        }
+        Ok(x)
+    }
+
+    /// Advances without blocking: `Ok(Some(layout))` once known.
+    pub fn poll(&mut self) -> Result<Option<Topo>, c_int> {
+        if !self.flight.done()? {
+            return Ok(None);
+        }
+        if self.rank == 0 && !self.answered {
+            let names: Vec<Vec<u8>> =
+                self.names.iter().map(|w| w.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+            self.ids = node_ids(&names).into_iter().map(u64::from).collect();
+            for q in 1..self.ids.len() {
+                self.flight.isend(&self.ids[..], q as c_int)?;
+            }
+            self.answered = true;
+            return self.poll();
+        }
+        let nodes: Vec<u32> = self.ids.iter().map(|&i| i as u32).collect();
+        Ok(Some(Topo::from_nodes(&nodes, self.rank)))
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        // Only on an error path: requests in flight point into our buffers.
+        while !self.flight.is_empty() && self.flight.done().is_ok() {
+            // SAFETY: opal_progress may be called from any MPI call.
+            unsafe { crate::ffi::opal_progress() };
+        }
+    }
+}
+
 /// Gives each distinct name an id, in order of first appearance.
 pub fn node_ids(names: &[Vec<u8>]) -> Vec<u32> {
     let mut seen: Vec<&[u8]> = Vec::new();
@@ -104,5 +184,15 @@ mod tests {
         // Interleaved placement: a b a b.
         let t = Topo::from_nodes(&[0, 1, 0, 1], 2);
         assert_eq!((t.local, t.me, t.leaders, t.node), (vec![0, 2], 1, vec![0, 1], 0));
+    }
+
+    #[test]
+    fn names_as_words() {
+        let a = name_words("nodea");
+        assert_eq!(a[0].to_le_bytes(), *b"nodea\0\0\0");
+        assert!(a[1..].iter().all(|&w| w == 0));
+        // Long names are cut to 64 bytes: equal prefixes, same node.
+        let long = "x".repeat(100);
+        assert_eq!(name_words(&long), name_words(&long[..64]));
     }
 }

@@ -582,6 +582,36 @@ fn fake_nodes_semantics() {
     }
 }
 
+/// MPI_Ibarrier and the persistent barrier on communicators spanning fake
+/// nodes: the same checks as on one node (any completion order, ibarrier
+/// before a blocking barrier, two outstanding, thousands of starts), and
+/// hwbarr served every one of them, the first (which finds the layout)
+/// included.
+#[test]
+fn fake_nodes_nonblocking_and_persistent() {
+    for hosts in LAYOUTS {
+        for (alg, inter) in [("toggle", "dissemination"), ("counter", "counter")] {
+            for (mode, iters) in [("nonblocking", 60u64), ("persistent", 400)] {
+                let b = board();
+                let it = iters.to_string();
+                let job = fake_nodes(
+                    hosts,
+                    &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_inter", inter), ("coll_hwbarr_verbose", "2")],
+                    &[("HWBARR_BOARD", b.to_str().unwrap())],
+                    &[mode, &it],
+                );
+                let _ = std::fs::remove_dir_all(b.parent().unwrap());
+                let what = format!("{hosts} {alg}/{inter} {mode}");
+                assert!(job.ok(), "{what}\n{}", job.dump());
+                assert_eq!(job.stdout().matches(&format!("{mode} OK")).count(), 4, "{what}\n{}", job.dump());
+                let total: u64 = (3..6).flat_map(|c| served(&job.stderr(), c)).sum();
+                let want = if mode == "nonblocking" { 7 * iters } else { iters + iters.div_ceil(100) };
+                assert_eq!(total, want * 4, "{what}: hwbarr served them all\n{}", job.dump());
+            }
+        }
+    }
+}
+
 /// The progress deadlock check across nodes (TCP between fake nodes).
 #[test]
 fn fake_nodes_progress() {
