@@ -135,17 +135,19 @@ def ibarrier_bench():
     med = lambda np, c, k: st.median(res[(r, np, c)][k] for r in range(ROUNDS))
     print(f"\nMPI_Ibarrier (osu_ibarrier method) and persistent barrier, medians of {ROUNDS} rounds:")
     print(f"{'ranks':>5} {'config':<15} {'pure_us':>8} {'overall_us':>10} {'compute_us':>10} {'overlap%':>8} "
-          f"{'blocking_us':>11} {'persistent_us':>13} {'pers/block':>10}")
+          f"{'ceiling%':>8} {'blocking_us':>11} {'persistent_us':>13} {'pers/block':>10}")
     verdicts = []
     for np in NPS:
         for c, _ in IB_CONFIGS:
             ratio = st.median(res[(r, np, c)]["persistent_us"] / res[(r, np, c)]["blocking_us"] for r in range(ROUNDS))
             print(f"{np:>5} {c:<15} {med(np, c, 'pure_us'):>8.3f} {med(np, c, 'overall_us'):>10.3f} "
-                  f"{med(np, c, 'compute_us'):>10.3f} {med(np, c, 'overlap_pct'):>8.1f} "
+                  f"{med(np, c, 'compute_us'):>10.3f} {med(np, c, 'overlap_pct'):>8.1f} {med(np, c, 'ceiling_pct'):>8.1f} "
                   f"{med(np, c, 'blocking_us'):>11.3f} {med(np, c, 'persistent_us'):>13.3f} {ratio:>10.2f}")
             if c.startswith("hwbarr"):
                 ov = med(np, c, "overlap_pct")
-                verdicts.append((f"np={np} {c}: overlap ≥ 95%", f"{ov:.1f}%", ov >= 95))
+                cap = med(np, c, "ceiling_pct")
+                verdicts.append((f"np={np} {c}: overlap ≥ 95% (ceiling of the method here: {cap:.1f}%)",
+                                 f"{ov:.1f}%", ov >= 95))
                 verdicts.append((f"np={np} {c}: persistent ≤ blocking", f"{ratio:.2f}×", ratio <= 1.0))
     print("Targets:")
     for what, v, ok in verdicts:
@@ -287,7 +289,8 @@ def fake_nodes_bench():
     return {h: {c: st.median(res[(r, h, c)] for r in range(ROUNDS)) for c, _ in FN_CONFIGS} for h in LAYOUTS}
 
 
-IB_FIELDS = ["pure_us", "compute_us", "overall_us", "overlap_pct", "wait_us", "blocking_us", "persistent_us"]
+IB_FIELDS = ["pure_us", "compute_us", "overall_us", "overlap_pct", "init_us", "wait_us", "blocking_us", "persistent_us",
+             "timer_us", "ceiling_pct"]
 
 
 def chart(med):

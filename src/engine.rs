@@ -386,7 +386,7 @@ fn watch(st: &ModuleState) {
         w.push(p);
     }
     WATCHING.store(w.len(), Release);
-    if !REGISTERED.swap(true, Relaxed) {
+    if !REGISTERED.load(Relaxed) && !REGISTERED.swap(true, Relaxed) {
         // SAFETY: registers a plain function that lives as long as the
         // component is loaded; `shutdown` unregisters it at close.
         unsafe { ffi::opal_progress_register(Some(progress)) };
