@@ -62,10 +62,11 @@ pub static NODE: Lazy<NodeFacts> = Lazy::new(|| NodeFacts {
 
 /// Largest communicator `auto` gives the counter barrier: every rank sends
 /// n-1 packets (n(n-1) remote atomics, and up to n-1 wake-ups when ranks
-/// sleep), against one atomic per rank and one wake-up for toggle; measured
-/// on 2 cores, counter leads at 2 ranks and the two are within noise at 4
-/// and 8 (README, `make bench`).
-pub const AUTO_COUNTER_MAX_RANKS: usize = 4;
+/// sleep), against one atomic per rank and one wake-up for toggle. Measured
+/// on 2 cores: counter leads at 2 ranks, the two are within noise at 4, and
+/// at 8 counter/toggle had per-round medians of 0.97 and 0.84 in two
+/// `make bench` runs (README); above 8 the choice follows cost.
+pub const AUTO_COUNTER_MAX_RANKS: usize = 8;
 
 /// `auto`: the algorithm for a communicator of `size` ranks on one node.
 pub fn choose(requested: Algorithm, size: usize) -> Algorithm {
@@ -213,8 +214,11 @@ impl ModuleState {
         unsafe { CStr::from_ptr(ffi::hwb_comm_name(self.comm)) }.to_string_lossy().into_owned()
     }
 
+    /// One more barrier served. Not a read-modify-write (no locked
+    /// instruction on the fast path): MPI forbids concurrent collectives on
+    /// one communicator, so calls that count here never overlap.
     pub(crate) fn count_served(&self) {
-        self.served.fetch_add(1, Relaxed);
+        self.served.store(self.served.load(Relaxed) + 1, Relaxed);
     }
 
     /// MPI_Barrier on this communicator.
