@@ -177,6 +177,7 @@ def fake_launch(hosts, args, prog):
 # Assumed (not measured here) Blue Gene/P-like torus figures for the
 # patent's deposit-bit broadcast: per-hop latency, time of one 32-byte
 # packet on a 425 MB/s link, links per node, DMA injection overhead.
+AUTO_COUNTER_MAX_NODES = 3  # src/inter.rs
 TORUS_HOP_US = 0.1
 TORUS_PKT_US = 32 / 425.0
 TORUS_LINKS = 6
@@ -227,7 +228,7 @@ def scale_model(measured):
         w.writerows([(n, f"{c:.3f}", f"{d:.3f}", f"{t:.3f}") for n, c, d, t in rows])
     cross = next((n for n in range(3, 100001) if model(t1, gg, n)[0] > model(t1, gg, n)[1]), None)
     print(f"  crossover counter → dissemination at {cross} nodes (auto switches above "
-          f"{4} nodes); at 100,000 nodes: counter {rows[-1][1] / 1e3:.0f} ms, dissemination "
+          f"{AUTO_COUNTER_MAX_NODES} nodes); at 100,000 nodes: counter {rows[-1][1] / 1e3:.0f} ms, dissemination "
           f"{rows[-1][2]:.0f} µs, torus {rows[-1][3]:.0f} µs")
     print("  prediction against the fake-node measurement (inter-node phase only; the measurement adds")
     print("  local phases and the scheduling of 4 processes on 2 cores):")

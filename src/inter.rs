@@ -46,8 +46,11 @@ impl InterAlgorithm {
 
 /// Leaders up to which `auto` uses the counter broadcast: one round of
 /// N-1 messages beats ⌈log2 N⌉ rounds while N-1 sends cost less than the
-/// extra rounds' latencies (see the scale model in `make bench`).
-pub const AUTO_COUNTER_MAX_NODES: usize = 4;
+/// extra rounds' latencies. The scale model in `make bench` puts the
+/// crossover at 4 nodes, and two of three runs on 4 fake nodes measured
+/// dissemination faster there (72.7 vs 80.0 and 85.0 vs 129.5 µs; the
+/// first run had 72 vs 63).
+pub const AUTO_COUNTER_MAX_NODES: usize = 3;
 
 pub fn choose(requested: Option<InterAlgorithm>, nodes: usize) -> InterAlgorithm {
     requested.unwrap_or(if nodes <= AUTO_COUNTER_MAX_NODES {

@@ -203,7 +203,7 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             c"inter",
             c"Barrier among node leaders on communicators that span nodes, over point-to-point: \
               'counter' (the patent's broadcast: one zero-byte message to every other leader, one round), \
-              'dissemination' (log2(nodes) rounds), 'auto' (counter up to 4 nodes, dissemination above). \
+              'dissemination' (log2(nodes) rounds), 'auto' (counter up to 3 nodes, dissemination above). \
               Valid values: auto, counter, dissemination",
             Ty::MCA_BASE_VAR_TYPE_STRING,
             Lvl::OPAL_INFO_LVL_5,
