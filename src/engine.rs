@@ -17,7 +17,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::Mutex;
+use std::sync::{Mutex, TryLockError};
 
 use crate::bootstrap::Boot;
 use crate::hier::HierOp;
@@ -94,10 +94,15 @@ type Releases = Vec<*mut Request>;
 fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
     while !e.queue.is_empty() {
         if e.head.is_none() {
+            if let Some(rc) = st.broken() {
+                finish(st, e, rc, rel);
+                continue;
+            }
             e.head = Some(if st.is_multi_node() {
                 match HierOp::start(st) {
                     Ok(h) => Entered::Hier(Box::new(h)),
                     Err(rc) => {
+                        st.fail(rc);
                         finish(st, e, rc, rel);
                         continue;
                     }
@@ -118,6 +123,7 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 match Boot::start(st.comm(), &t.local, t.me) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
+                        st.fail(rc);
                         finish(st, e, rc, rel);
                         continue;
                     }
@@ -148,7 +154,14 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
         match done {
             Ok(false) => break,
             Ok(true) => finish(st, e, ffi::SUCCESS, rel),
-            Err(rc) => finish(st, e, rc, rel),
+            Err(rc) => {
+                // Our own point-to-point exchanges failed: peers may be out
+                // of step with us from here on.
+                if matches!(e.head, Some(Entered::Boot(_) | Entered::Hier(_))) {
+                    st.fail(rc);
+                }
+                finish(st, e, rc, rel)
+            }
         }
     }
     st.queued.store(!e.queue.is_empty(), Release);
@@ -419,12 +432,22 @@ unsafe extern "C" fn progress() -> c_int {
         let mut rel = Releases::new();
         let mut events = 0;
         {
-            let Ok(mut w) = WATCHED.try_lock() else { return 0 };
+            // A panic caught while the lock was held poisons it; the list
+            // itself is still sound, so keep going with it.
+            let mut w = match WATCHED.try_lock() {
+                Ok(w) => w,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => return 0,
+            };
             w.retain(|&p| {
                 // SAFETY: watched states are alive: `forget` removes them
                 // under this lock before they are dropped.
                 let st = unsafe { &*(p as *const ModuleState) };
-                let Ok(mut e) = st.engine.try_lock() else { return true };
+                let mut e = match st.engine.try_lock() {
+                    Ok(e) => e,
+                    Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                    Err(TryLockError::WouldBlock) => return true,
+                };
                 let before = e.finished;
                 advance(st, &mut e, &mut rel);
                 events += (e.finished - before) as c_int;

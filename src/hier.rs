@@ -9,7 +9,10 @@
 //! Each step only posts requests or reads shared words, and `poll` says
 //! whether the operation is over, so the engine can drive it from MPI
 //! progress while the application computes. The blocking MPI_Barrier keeps
-//! its own direct path (`ModuleState::hier_barrier`) once the layout is known.
+//! its own direct path (`ModuleState::hier_barrier`) once the layout is known
+//! and nothing is queued. After an error the communicator's barriers stay
+//! failed (`ModuleState::fail`): requests may be left posted, so peers
+//! would otherwise match the wrong messages.
 
 use std::ffi::c_int;
 

@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64};
 use std::sync::{Mutex, OnceLock};
 
 use once_cell::sync::Lazy;
@@ -121,9 +121,10 @@ pub struct ModuleState {
     multi_node: bool,
     /// The `inter` parameter (None: auto by node count).
     inter_requested: Option<InterAlgorithm>,
-    /// Multi-node only: our node's device could not be set up, so the local
-    /// phases run over point-to-point (other nodes are not affected).
-    local_linear: AtomicBool,
+    /// The first error a barrier on this communicator returned (0: none).
+    /// After one, ranks may be out of step (requests left posted), so every
+    /// later barrier fails with it instead of mismatching messages.
+    broken: AtomicI32,
     fallback: Option<Fallback<BarrierFn>>,
     ifallback: Option<Fallback<IbarrierFn>>,
     /// The device once set up: never changes afterwards, read without locks.
@@ -166,7 +167,7 @@ impl ModuleState {
             topo: if multi_node { OnceLock::new() } else { OnceLock::from(Topo::single(rank, size)) },
             multi_node,
             inter_requested: p.inter.clone().unwrap_or(None),
-            local_linear: AtomicBool::new(false),
+            broken: AtomicI32::new(0),
             fallback: None,
             ifallback: None,
             seg: OnceLock::new(),
@@ -205,6 +206,16 @@ impl ModuleState {
         self.topo.get()
     }
 
+    /// The error that broke this communicator's barriers, if any.
+    pub(crate) fn broken(&self) -> Option<c_int> {
+        Some(self.broken.load(Relaxed)).filter(|&rc| rc != 0)
+    }
+
+    /// Records the first error of our own point-to-point exchanges.
+    pub(crate) fn fail(&self, rc: c_int) {
+        let _ = self.broken.compare_exchange(0, if rc == 0 { ffi::ERROR } else { rc }, Relaxed, Relaxed);
+    }
+
     pub(crate) fn unusable(&self) -> bool {
         self.unusable.load(Relaxed)
     }
@@ -215,8 +226,9 @@ impl ModuleState {
     }
 
     /// One more barrier served. Not a read-modify-write (no locked
-    /// instruction on the fast path): MPI forbids concurrent collectives on
-    /// one communicator, so calls that count here never overlap.
+    /// instruction on the fast path): barriers on one communicator never
+    /// count concurrently (MPI orders collectives per communicator, and the
+    /// engine's queue hands over through `queued`'s Release/Acquire).
     pub(crate) fn count_served(&self) {
         self.served.store(self.served.load(Relaxed) + 1, Relaxed);
     }
@@ -236,6 +248,9 @@ impl ModuleState {
             return self.fallback_barrier();
         }
         if self.multi_node {
+            if let Some(rc) = self.broken() {
+                return rc;
+            }
             return match self.topo.get() {
                 // Direct path: layout known and nothing queued before us.
                 Some(t) if !self.queued.load(Acquire) => match self.hier_barrier(t) {
@@ -243,7 +258,10 @@ impl ModuleState {
                         self.count_served();
                         ffi::SUCCESS
                     }
-                    Err(rc) => rc,
+                    Err(rc) => {
+                        self.fail(rc);
+                        rc
+                    }
                 },
                 // First barrier (finds the layout) or behind queued ones.
                 _ => engine::blocking(self),
@@ -352,8 +370,8 @@ impl ModuleState {
                 let _ = self.seg.set(seg);
                 format!("{} on shared memory", self.algorithm)
             }
+            // No segment: the local phases run over point-to-point.
             Some(Err(why)) => {
-                self.local_linear.store(true, Relaxed);
                 format!("linear over point-to-point (no shared memory: {why})")
             }
         };
