@@ -17,7 +17,7 @@
 use std::ffi::c_int;
 
 use crate::bootstrap::Boot;
-use crate::inter::InterAlgorithm;
+use crate::inter::{self, InterAlgorithm};
 use crate::linear::Flight;
 use crate::module::{ModuleState, Ticket};
 use crate::topo::{Exchange, Topo};
@@ -93,7 +93,7 @@ impl HierOp {
                     if t.is_leader() && t.leaders.len() > 1 {
                         let alg = st.inter_algorithm();
                         let mut g = Leaders { flight: Flight::new(st.comm()), alg, step: 1 };
-                        post_leaders(t, &mut g)?;
+                        inter::post(&mut g.flight, &t.leaders, t.node, alg, g.step)?;
                         Stage::Leaders(g)
                     } else {
                         Stage::Release(local(st, t)?)
@@ -106,7 +106,7 @@ impl HierOp {
                     }
                     if g.alg == InterAlgorithm::Dissemination && g.step * 2 < t.leaders.len() {
                         g.step *= 2;
-                        post_leaders(t, g)?;
+                        inter::post(&mut g.flight, &t.leaders, t.node, g.alg, g.step)?;
                         continue;
                     }
                     Stage::Release(local(st, t)?)
@@ -119,28 +119,6 @@ impl HierOp {
             self.stage = next;
         }
     }
-}
-
-/// Posts the leaders' messages: all of them for the counter broadcast, one
-/// round (distance `step`) for dissemination. Same pattern as
-/// `inter::barrier`, so blocking and non-blocking barriers interleave.
-fn post_leaders(t: &Topo, g: &mut Leaders) -> Result<(), c_int> {
-    let (n, node) = (t.leaders.len(), t.node);
-    match g.alg {
-        InterAlgorithm::Counter => {
-            for i in 1..n {
-                g.flight.irecv(&mut [], t.leaders[(node + n - i) % n])?;
-            }
-            for i in 1..n {
-                g.flight.isend(&[], t.leaders[(node + i) % n])?;
-            }
-        }
-        InterAlgorithm::Dissemination => {
-            g.flight.irecv(&mut [], t.leaders[(node + n - g.step) % n])?;
-            g.flight.isend(&[], t.leaders[(node + g.step) % n])?;
-        }
-    }
-    Ok(())
 }
 
 /// Enters a node-local meeting.

@@ -63,10 +63,24 @@ pub fn choose(requested: Option<InterAlgorithm>, nodes: usize) -> InterAlgorithm
 /// Leader `node` of `leaders` (ranks in `flight`'s communicator) runs one
 /// inter-node barrier, turning progress until it is over.
 pub fn barrier(flight: &mut Flight, leaders: &[c_int], node: usize, alg: InterAlgorithm) -> Result<(), c_int> {
-    let n = leaders.len();
-    if n < 2 {
-        return Ok(());
+    let mut step = 1;
+    while step < leaders.len() {
+        post(flight, leaders, node, alg, step)?;
+        flight.wait()?;
+        match alg {
+            InterAlgorithm::Counter => break,
+            InterAlgorithm::Dissemination => step *= 2,
+        }
     }
+    Ok(())
+}
+
+/// Posts one round of leader `node`'s messages: all of them for the counter
+/// broadcast, the round at distance `step` for dissemination. Blocking and
+/// non-blocking barriers (`hier`) both post through here, so their messages
+/// always pair up.
+pub fn post(flight: &mut Flight, leaders: &[c_int], node: usize, alg: InterAlgorithm, step: usize) -> Result<(), c_int> {
+    let n = leaders.len();
     match alg {
         InterAlgorithm::Counter => {
             for i in 1..n {
@@ -75,17 +89,11 @@ pub fn barrier(flight: &mut Flight, leaders: &[c_int], node: usize, alg: InterAl
             for i in 1..n {
                 flight.isend(&[], leaders[(node + i) % n])?;
             }
-            flight.wait()
         }
         InterAlgorithm::Dissemination => {
-            let mut step = 1;
-            while step < n {
-                flight.irecv(&mut [], leaders[(node + n - step) % n])?;
-                flight.isend(&[], leaders[(node + step) % n])?;
-                flight.wait()?;
-                step *= 2;
-            }
-            Ok(())
+            flight.irecv(&mut [], leaders[(node + n - step) % n])?;
+            flight.isend(&[], leaders[(node + step) % n])?;
         }
     }
+    Ok(())
 }
