@@ -83,7 +83,6 @@ fn main() {
         .allowlist_function("opal_progress")
         .allowlist_function("opal_progress_(un)?register")
         .allowlist_function("mca_base_component_var_register")
-        .allowlist_var("opal_progress_yield_when_idle")
         .allowlist_var("MCA_BASE_VERSION_(MAJOR|MINOR|RELEASE)")
         .allowlist_var("OMPI_(MAJOR|MINOR|RELEASE)_VERSION")
         .allowlist_var("MCA_COLL_BASE_TAG_BARRIER")

@@ -9,6 +9,8 @@
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
 #include "opal/class/opal_object.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/runtime/opal_progress.h"
 
 #include "hwbarr_shim.h"
 
@@ -46,6 +48,16 @@ void hwb_obj_retain(void *obj) { OBJ_RETAIN((opal_object_t *) obj); }
 void hwb_obj_release(void *obj) { opal_object_t *o = obj; OBJ_RELEASE(o); }
 
 int hwb_comm_rank(ompi_communicator_t *comm) { return ompi_comm_rank(comm); }
+int hwb_mpi_yield_when_idle(void)
+{
+    const bool *value = NULL;
+    int idx = mca_base_var_find("ompi", "mpi", NULL, "yield_when_idle");
+    if (idx >= 0 && OPAL_SUCCESS == mca_base_var_get_value(idx, &value, NULL, NULL) && NULL != value && *value) {
+        return 1;
+    }
+    return opal_progress_yield_when_idle ? 1 : 0;
+}
+
 int hwb_comm_size(ompi_communicator_t *comm) { return ompi_comm_size(comm); }
 int hwb_comm_is_inter(ompi_communicator_t *comm) { return OMPI_COMM_IS_INTER(comm) ? 1 : 0; }
 int hwb_comm_has_remote_peers(ompi_communicator_t *comm)

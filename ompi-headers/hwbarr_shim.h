@@ -32,6 +32,13 @@ typedef int (*hwb_barrier_fn)(struct ompi_communicator_t *, struct mca_coll_base
 void  hwb_comm_current_barrier(struct ompi_communicator_t *comm, hwb_barrier_fn *fn,
                                struct mca_coll_base_module_2_3_0_t **module);
 
+/* --- facts --- */
+/* Whether the job asked Open MPI to yield when idle (mpi_yield_when_idle,
+ * which mpirun also sets when it oversubscribes). Read from the MCA
+ * variable: MPI_Init applies it to opal_progress only after MPI_COMM_WORLD
+ * has chosen its collectives. */
+int hwb_mpi_yield_when_idle(void);
+
 /* --- point-to-point engine (MCA_PML_CALL) with MPI_BYTE buffers --- */
 int hwb_pml_send(const void *buf, size_t len, int dst, int tag, struct ompi_communicator_t *comm);
 int hwb_pml_recv(void *buf, size_t len, int src, int tag, struct ompi_communicator_t *comm);

@@ -152,8 +152,9 @@ impl ModuleState {
         multi_node: bool,
     ) -> Self {
         let node = &*NODE;
-        // SAFETY: opal_progress_yield_when_idle is a plain bool Open MPI sets at init.
-        let yield_idle = unsafe { ffi::opal_progress_yield_when_idle };
+        // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
+        let yield_idle = unsafe { ffi::hwb_mpi_yield_when_idle() } != 0;
+        let policy = WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle, p.spin, p.idle.clone().unwrap_or(None));
         ModuleState {
             module: std::ptr::null_mut(),
             comm,
@@ -163,7 +164,7 @@ impl ModuleState {
             algorithm: choose(requested, size as usize),
             requested,
             verbose: p.verbose,
-            policy: WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle, p.spin, p.idle.clone().unwrap_or(None)),
+            policy,
             topo: if multi_node { OnceLock::new() } else { OnceLock::from(Topo::single(rank, size)) },
             multi_node,
             inter_requested: p.inter.clone().unwrap_or(None),
@@ -368,7 +369,10 @@ impl ModuleState {
             None => "alone on its node".to_string(),
             Some(Ok(seg)) => {
                 let _ = self.seg.set(seg);
-                format!("{} on shared memory", self.algorithm)
+                format!(
+                    "{} on shared memory (waiting by {:?}, {} polls per progress turn)",
+                    self.algorithm, self.policy.idle, self.policy.spins
+                )
             }
             // No segment: the local phases run over point-to-point.
             Some(Err(why)) => {
@@ -423,10 +427,10 @@ impl ModuleState {
                 if self.rank == 0 && self.verbose >= 1 {
                     let alg = match self.requested {
                         Algorithm::Auto => format!(
-                            "{} (auto: {} ranks, waiting by {:?})",
-                            self.algorithm, self.size, self.policy.idle
+                            "{} (auto: {} ranks, waiting by {:?}, {} polls per progress turn)",
+                            self.algorithm, self.size, self.policy.idle, self.policy.spins
                         ),
-                        a => format!("{a} (waiting by {:?})", self.policy.idle),
+                        a => format!("{a} (waiting by {:?}, {} polls per progress turn)", self.policy.idle, self.policy.spins),
                     };
                     say(&format!(
                         "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \

@@ -182,9 +182,9 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
         reg(
             c"spin",
             c"Polls of the barrier's shared word between two turns of Open MPI's progress engine while a \
-              rank waits (-1: automatic, 256 when every rank on the node has a core, 16 when ranks outnumber \
-              cores; 0: never turn progress while waiting - for testing only: a peer's pending rendezvous \
-              then deadlocks)",
+              rank waits (-1: automatic, 256 when every rank on the node has a core, 1 when cores are shared: \
+              ranks outnumber them or mpi_yield_when_idle is set; 0: never turn progress while waiting - for \
+              testing only: a peer's pending rendezvous then deadlocks)",
             Ty::MCA_BASE_VAR_TYPE_INT,
             Lvl::OPAL_INFO_LVL_9,
             addr_of_mut!(SPIN).cast(),

@@ -267,6 +267,30 @@ fn waiting_turns_mpi_progress() {
     }
 }
 
+/// The waiting policy follows `mpi_yield_when_idle` on MPI_COMM_WORLD too,
+/// although MPI_Init applies it to the progress engine only after
+/// MPI_COMM_WORLD chose its collectives; `spin` and `idle` override it.
+#[test]
+fn waiting_policy_follows_yield_when_idle() {
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (&[], "waiting by Spin, 256 polls per progress turn"),
+        (&[("mpi_yield_when_idle", "1")], "waiting by Yield, 1 polls per progress turn"),
+        (&[("mpi_yield_when_idle", "1"), ("coll_hwbarr_idle", "spin"), ("coll_hwbarr_spin", "64")], "waiting by Spin, 64 polls per progress turn"),
+    ];
+    for (extra, want) in cases {
+        let mut mca = vec![("coll_hwbarr_algorithm", "counter"), ("coll_hwbarr_verbose", "1")];
+        mca.extend_from_slice(extra);
+        let job = mpirun(2, &mca, &[], &["progress", "1"], 60);
+        assert!(job.ok(), "{extra:?}\n{}", job.dump());
+        let line = job.stderr().lines().find(|l| l.contains("'MPI_COMM_WORLD'")).map(str::to_string);
+        assert!(
+            line.as_deref().is_some_and(|l| l.contains(want)),
+            "{extra:?}: want '{want}' in MPI_COMM_WORLD's line, got {line:?}\n{}",
+            job.dump()
+        );
+    }
+}
+
 /// The progress test can fail: a barrier that never turns progress
 /// deadlocks and is stopped by the timeout.
 #[test]
