@@ -48,16 +48,6 @@ void hwb_obj_retain(void *obj) { OBJ_RETAIN((opal_object_t *) obj); }
 void hwb_obj_release(void *obj) { opal_object_t *o = obj; OBJ_RELEASE(o); }
 
 int hwb_comm_rank(ompi_communicator_t *comm) { return ompi_comm_rank(comm); }
-int hwb_mpi_yield_when_idle(void)
-{
-    const bool *value = NULL;
-    int idx = mca_base_var_find("ompi", "mpi", NULL, "yield_when_idle");
-    if (idx >= 0 && OPAL_SUCCESS == mca_base_var_get_value(idx, &value, NULL, NULL) && NULL != value && *value) {
-        return 1;
-    }
-    return opal_progress_yield_when_idle ? 1 : 0;
-}
-
 int hwb_comm_size(ompi_communicator_t *comm) { return ompi_comm_size(comm); }
 int hwb_comm_is_inter(ompi_communicator_t *comm) { return OMPI_COMM_IS_INTER(comm) ? 1 : 0; }
 int hwb_comm_has_remote_peers(ompi_communicator_t *comm)
@@ -72,6 +62,16 @@ void hwb_comm_current_barrier(ompi_communicator_t *comm, hwb_barrier_fn *fn,
 {
     *fn = comm->c_coll->coll_barrier;
     *module = comm->c_coll->coll_barrier_module;
+}
+
+int hwb_mpi_yield_when_idle(void)
+{
+    const bool *value = NULL;
+    int idx = mca_base_var_find("ompi", "mpi", NULL, "yield_when_idle");
+    if (idx >= 0 && OPAL_SUCCESS == mca_base_var_get_value(idx, &value, NULL, NULL) && NULL != value && *value) {
+        return 1;
+    }
+    return opal_progress_yield_when_idle ? 1 : 0;
 }
 
 int hwb_pml_send(const void *buf, size_t len, int dst, int tag, ompi_communicator_t *comm)

@@ -45,11 +45,14 @@ pub fn say(msg: &str) {
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
-/// Facts about this node, read once.
+/// Facts about this node and job, read once (on the first communicator,
+/// after MPI_Init has registered its parameters).
 pub struct NodeFacts {
     /// Ranks of this job on this node (Open MPI's launcher tells each rank).
     pub local_ranks: usize,
     pub cores: usize,
+    /// The job's `mpi_yield_when_idle`.
+    pub yield_when_idle: bool,
 }
 
 pub static NODE: Lazy<NodeFacts> = Lazy::new(|| NodeFacts {
@@ -58,6 +61,8 @@ pub static NODE: Lazy<NodeFacts> = Lazy::new(|| NodeFacts {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1),
     cores: wait::cores_online(),
+    // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
+    yield_when_idle: unsafe { ffi::hwb_mpi_yield_when_idle() } != 0,
 });
 
 /// Largest communicator `auto` gives the counter barrier: every rank sends
@@ -152,9 +157,8 @@ impl ModuleState {
         multi_node: bool,
     ) -> Self {
         let node = &*NODE;
-        // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
-        let yield_idle = unsafe { ffi::hwb_mpi_yield_when_idle() } != 0;
-        let policy = WaitPolicy::for_node(node.local_ranks, node.cores, yield_idle, p.spin, p.idle.clone().unwrap_or(None));
+        let policy =
+            WaitPolicy::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle.clone().unwrap_or(None));
         ModuleState {
             module: std::ptr::null_mut(),
             comm,
@@ -369,10 +373,7 @@ impl ModuleState {
             None => "alone on its node".to_string(),
             Some(Ok(seg)) => {
                 let _ = self.seg.set(seg);
-                format!(
-                    "{} on shared memory (waiting by {:?}, {} polls per progress turn)",
-                    self.algorithm, self.policy.idle, self.policy.spins
-                )
+                format!("{} on shared memory ({})", self.algorithm, self.waiting())
             }
             // No segment: the local phases run over point-to-point.
             Some(Err(why)) => {
@@ -419,6 +420,11 @@ impl ModuleState {
         }
     }
 
+    /// The waiting policy, as verbose output states it.
+    fn waiting(&self) -> String {
+        format!("waiting by {:?}, {} polls per progress turn", self.policy.idle, self.policy.spins)
+    }
+
     /// The device exchange finished: keep the segment, or give up on it.
     pub(crate) fn device_ready(&self, outcome: Result<Segment, String>) {
         let name = self.name();
@@ -426,11 +432,8 @@ impl ModuleState {
             Ok(seg) => {
                 if self.rank == 0 && self.verbose >= 1 {
                     let alg = match self.requested {
-                        Algorithm::Auto => format!(
-                            "{} (auto: {} ranks, waiting by {:?}, {} polls per progress turn)",
-                            self.algorithm, self.size, self.policy.idle, self.policy.spins
-                        ),
-                        a => format!("{a} (waiting by {:?}, {} polls per progress turn)", self.policy.idle, self.policy.spins),
+                        Algorithm::Auto => format!("{} (auto: {} ranks, {})", self.algorithm, self.size, self.waiting()),
+                        a => format!("{a} ({})", self.waiting()),
                     };
                     say(&format!(
                         "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \

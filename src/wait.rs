@@ -175,5 +175,19 @@ mod tests {
         assert_eq!(polls, 11);
         assert_eq!(turns, 2);
         assert_eq!(naps, 2_u32.saturating_sub(YIELDS_BEFORE_SLEEP));
+
+        // A longer wait: after its rounds of yield, a waiter sleeps each round.
+        let (mut polls, mut naps) = (0, 0);
+        let rounds = YIELDS_BEFORE_SLEEP + 2;
+        wait_until(
+            p,
+            || {
+                polls += 1;
+                polls > rounds * 5
+            },
+            || {},
+            || naps += 1,
+        );
+        assert_eq!(naps, rounds - YIELDS_BEFORE_SLEEP);
     }
 }
