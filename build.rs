@@ -1,45 +1,104 @@
 //! Generates the FFI layer from the Open MPI headers installed on this
 //! machine and compiles our C glue. Nothing of Open MPI is vendored.
+//!
+//! One tree, two ABIs: the Open MPI version is read from the headers we are
+//! given (`mpicc` on PATH, or `$OMPI_PREFIX`) and decides the coll interface
+//! version the component announces. Everything version-dependent is decided
+//! here and in the C shim; the Rust logic sees one set of unversioned names.
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The release lines hwbarr supports, and the coll interface of each.
+const SUPPORTED: &str = "Open MPI 4.1.x (coll API 2.0.0) and 5.0.x (coll API 2.4.0)";
 
 fn fail(msg: &str) -> ! {
     eprintln!("\nhwbarr build: {msg}\n");
     panic!("hwbarr build: {msg}");
 }
 
-/// Runs `mpicc --showme:<what>` and splits its answer into paths.
-fn showme(what: &str) -> Option<Vec<PathBuf>> {
-    let out = Command::new("mpicc")
-        .arg(format!("--showme:{what}"))
-        .output()
-        .ok()?;
+/// Runs `<mpicc> --showme:<what>` and splits its answer into paths.
+fn showme(mpicc: &Path, what: &str) -> Option<Vec<PathBuf>> {
+    let out = Command::new(mpicc).arg(format!("--showme:{what}")).output().ok()?;
     if !out.status.success() {
         return None;
     }
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(PathBuf::from)
-            .collect(),
-    )
+    Some(String::from_utf8_lossy(&out.stdout).split_whitespace().map(PathBuf::from).collect())
 }
 
-/// Include and library directories: under $OMPI_PREFIX if given, else from mpicc.
+/// Include and library directories: from `$OMPI_PREFIX/bin/mpicc` if
+/// given (falling back to the usual layout), else from the mpicc on PATH.
 fn ompi_dirs() -> (Vec<PathBuf>, Vec<PathBuf>) {
     if let Some(prefix) = env::var_os("OMPI_PREFIX") {
         let p = PathBuf::from(prefix);
-        let incs = vec![p.join("include"), p.join("include/openmpi")];
-        return (incs, vec![p.join("lib"), p.join("lib64")]);
+        let mpicc = p.join("bin/mpicc");
+        if let (Some(i), Some(l)) = (showme(&mpicc, "incdirs"), showme(&mpicc, "libdirs")) {
+            return (i, l);
+        }
+        return (vec![p.join("include"), p.join("include/openmpi")], vec![p.join("lib"), p.join("lib64")]);
     }
-    match (showme("incdirs"), showme("libdirs")) {
+    match (showme(Path::new("mpicc"), "incdirs"), showme(Path::new("mpicc"), "libdirs")) {
         (Some(i), Some(l)) => (i, l),
-        _ => fail(
-            "mpicc not found: install Open MPI 4.1 with its development headers \
-             (Debian: apt-get install openmpi-bin libopenmpi-dev), or set OMPI_PREFIX=<install prefix>",
-        ),
+        _ => fail(&format!(
+            "mpicc not found: install Open MPI with its development headers ({SUPPORTED}; \
+             Debian 12: apt-get install openmpi-bin libopenmpi-dev), or set OMPI_PREFIX=<install prefix> \
+             (scripts/build-ompi.sh builds a 5.0 release into one)"
+        )),
+    }
+}
+
+/// The first header named `rel` under the include directories.
+fn find(incs: &[PathBuf], rel: &str) -> Option<PathBuf> {
+    incs.iter().map(|d| d.join(rel)).find(|p| p.exists())
+}
+
+/// The integer a `#define NAME <int>` line gives in `text`.
+fn define(text: &str, name: &str) -> Option<u32> {
+    text.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some("#define") && w.next() == Some(name)).then(|| w.next()?.parse().ok())?
+    })
+}
+
+/// What differs between the supported release lines.
+struct Abi {
+    /// Open MPI major, minor, release (from mpi.h).
+    version: (u32, u32, u32),
+    /// The coll framework's interface version the component announces.
+    coll: (u32, u32, u32),
+    /// The persistent barrier's MPI name.
+    barrier_init: &'static str,
+}
+
+fn abi(incs: &[PathBuf]) -> Abi {
+    let mpi_h = find(incs, "mpi.h").unwrap_or_else(|| fail(&format!("mpi.h not found under {incs:?}")));
+    let text = std::fs::read_to_string(&mpi_h).unwrap_or_default();
+    let v = (
+        define(&text, "OMPI_MAJOR_VERSION"),
+        define(&text, "OMPI_MINOR_VERSION"),
+        define(&text, "OMPI_RELEASE_VERSION"),
+    );
+    let (Some(major), Some(minor), Some(release)) = v else {
+        fail(&format!("{} is not Open MPI's mpi.h (no OMPI_MAJOR_VERSION): hwbarr supports {SUPPORTED}", mpi_h.display()))
+    };
+    let coll_h = find(incs, "ompi/mca/coll/coll.h");
+    let coll_text = coll_h.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    let has = |m: &str| coll_text.contains(&format!("#define {m}"));
+    let found = format!("Open MPI {major}.{minor}.{release} (from {})", mpi_h.display());
+    match (major, minor) {
+        (4, 1) if has("MCA_COLL_BASE_VERSION_2_0_0") => {
+            Abi { version: (major, minor, release), coll: (2, 0, 0), barrier_init: "MPIX_Barrier_init" }
+        }
+        (5, 0) if has("MCA_COLL_BASE_VERSION_2_4_0") => {
+            Abi { version: (major, minor, release), coll: (2, 4, 0), barrier_init: "MPI_Barrier_init" }
+        }
+        (4, 1) | (5, 0) => fail(&format!(
+            "{found}: its coll interface header ompi/mca/coll/coll.h is missing or unexpected. \
+             Install the development headers (Debian: libopenmpi-dev; from source: configure \
+             --with-devel-headers, or scripts/build-ompi.sh)"
+        )),
+        _ => fail(&format!("{found} is not supported: hwbarr builds for {SUPPORTED}")),
     }
 }
 
@@ -47,15 +106,22 @@ fn main() {
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rerun-if-changed=ompi-headers");
     println!("cargo:rerun-if-env-changed=OMPI_PREFIX");
+    println!("cargo:rerun-if-env-changed=PATH");
 
     let (incs, libs) = ompi_dirs();
-    let has = |rel: &str| incs.iter().any(|d| d.join(rel).exists());
-    if !has("ompi/mca/coll/coll.h") || !has("ompi_config.h") {
-        fail(&format!(
-            "Open MPI's component headers (ompi/mca/coll/coll.h) are not under {:?}: \
-             install libopenmpi-dev (Debian) or point OMPI_PREFIX at a full Open MPI 4.1 install",
-            incs
-        ));
+    let abi = abi(&incs);
+    for h in ["ompi/mca/coll/coll.h", "ompi_config.h", "ompi/request/request.h"] {
+        if find(&incs, h).is_none() {
+            fail(&format!(
+                "Open MPI {}.{}.{}: the component header {h} is not under {incs:?}. Install the \
+                 development headers (Debian: libopenmpi-dev), or build Open MPI with \
+                 scripts/build-ompi.sh (5.0's --with-devel-headers forgets some that it adds)",
+                abi.version.0, abi.version.1, abi.version.2
+            ));
+        }
+    }
+    for i in &incs {
+        println!("cargo:rerun-if-changed={}", i.join("mpi.h").display());
     }
 
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -63,7 +129,11 @@ fn main() {
         .file(root.join("ompi-headers/hwbarr_shim.c"))
         .includes(&incs)
         .include(root.join("ompi-headers"))
-        .warnings(false)
+        .warnings(true)
+        .extra_warnings(true)
+        // Open MPI's own headers trip these; our code does not need them.
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-sign-compare")
         .compile("hwbarr_shim");
 
     for l in &libs {
@@ -77,8 +147,11 @@ fn main() {
     let mut b = bindgen::Builder::default()
         .header(root.join("wrapper.h").to_string_lossy())
         .clang_arg(format!("-I{}", root.display()))
-        .allowlist_type("mca_coll_base_component_2_0_0_t")
-        .allowlist_type("mca_coll_base_module_2_3_0_t")
+        // libclang 14 (Debian 12) stops at 5.0's _Float16 typedef; the type
+        // is never used by what we bind.
+        .clang_arg("-D_Float16=short")
+        .allowlist_type("mca_coll_base_component_t")
+        .allowlist_type("mca_coll_base_module_t")
         .allowlist_function("hwb_.*")
         .allowlist_function("opal_progress")
         .allowlist_function("opal_progress_(un)?register")
@@ -102,6 +175,22 @@ fn main() {
         fail("bindgen could not run libclang: install libclang-dev (Debian: apt-get install libclang-dev)")
     });
     let bindings = bindings.unwrap_or_else(|e| fail(&format!("bindgen failed on wrapper.h: {e}")));
-    let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("ompi_bindings.rs");
-    bindings.write_to_file(out).expect("write bindings");
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    bindings.write_to_file(out.join("ompi_bindings.rs")).expect("write bindings");
+
+    // The version facts the Rust side needs, as constants.
+    let (v, c) = (abi.version, abi.coll);
+    std::fs::write(
+        out.join("ompi_abi.rs"),
+        format!(
+            "/// The Open MPI release hwbarr was built against.\n\
+             pub const OMPI_VERSION: (u32, u32, u32) = ({}, {}, {});\n\
+             /// The coll framework interface version the component announces.\n\
+             pub const COLL_API_VERSION: (i32, i32, i32) = ({}, {}, {});\n\
+             /// The MPI name of the persistent barrier in this release.\n\
+             pub const BARRIER_INIT_NAME: &str = {:?};\n",
+            v.0, v.1, v.2, c.0, c.1, c.2, abi.barrier_init
+        ),
+    )
+    .expect("write ompi_abi.rs");
 }

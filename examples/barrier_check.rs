@@ -21,7 +21,7 @@
 //!   completed in a random order per rank (Wait, Test loops, Waitany,
 //!   Waitall); ibarrier then blocking barrier on one communicator; two
 //!   ibarriers outstanding on one communicator; all checked on the board.
-//! - `persistent <iters>`: MPIX_Barrier_init + MPI_Start/MPI_Wait (or Test
+//! - `persistent <iters>`: MPI(X)_Barrier_init + MPI_Start/MPI_Wait (or Test
 //!   loops) with random delays, checked on the board; inactive and freed
 //!   requests.
 //! - `leak <ops>`: that many ibarriers and persistent starts; prints the
@@ -302,10 +302,8 @@ fn intercomm(world: &SimpleCommunicator, rounds: u64) {
     println!("rank {me}: intercomm OK");
 }
 
-extern "C" {
-    /// Open MPI 4.1's persistent barrier (mpi-ext.h, pcollreq extension).
-    fn MPIX_Barrier_init(comm: mpi::ffi::MPI_Comm, info: mpi::ffi::MPI_Info, req: *mut mpi::ffi::MPI_Request) -> i32;
-}
+#[path = "support/barrier_init.rs"]
+mod barrier_init;
 
 /// A raw request we wait for ourselves (rsmpi has no persistent requests).
 struct Raw(mpi::ffi::MPI_Request);
@@ -324,7 +322,7 @@ impl Raw {
         // SAFETY: as above.
         let mut r = Raw(unsafe { mpi::ffi::RSMPI_REQUEST_NULL });
         // SAFETY: live communicator, MPI_INFO_NULL, valid out-pointer.
-        assert_eq!(unsafe { MPIX_Barrier_init(comm.as_raw(), mpi::ffi::RSMPI_INFO_NULL, &mut r.0) }, 0);
+        assert_eq!(unsafe { barrier_init::barrier_init(comm.as_raw(), mpi::ffi::RSMPI_INFO_NULL, &mut r.0) }, 0);
         r
     }
     fn start(&mut self) {

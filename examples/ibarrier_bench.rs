@@ -16,9 +16,8 @@ use mpi::collective::SystemOperation;
 use mpi::raw::AsRaw;
 use mpi::traits::*;
 
-extern "C" {
-    fn MPIX_Barrier_init(comm: mpi::ffi::MPI_Comm, info: mpi::ffi::MPI_Info, req: *mut mpi::ffi::MPI_Request) -> i32;
-}
+#[path = "support/barrier_init.rs"]
+mod barrier_init;
 
 /// Spins for `us` microseconds without touching MPI.
 fn compute(us: f64) {
@@ -90,7 +89,7 @@ fn main() {
     (0..warm).for_each(|_| world.barrier());
     let blocking = timed(iters, &|| world.barrier());
     let mut p = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
-    unsafe { MPIX_Barrier_init(c, mpi::ffi::RSMPI_INFO_NULL, &mut p) };
+    unsafe { barrier_init::barrier_init(c, mpi::ffi::RSMPI_INFO_NULL, &mut p) };
     let pp = &mut p as *mut mpi::ffi::MPI_Request;
     let start_wait = || unsafe {
         mpi::ffi::MPI_Start(pp);

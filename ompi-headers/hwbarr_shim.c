@@ -54,7 +54,14 @@ int hwb_comm_has_remote_peers(ompi_communicator_t *comm)
 {
     return ompi_group_have_remote_peers(comm->c_local_group) ? 1 : 0;
 }
-uint32_t hwb_comm_cid(ompi_communicator_t *comm) { return ompi_comm_get_cid(comm); }
+uint32_t hwb_comm_cid(ompi_communicator_t *comm)
+{
+#if OMPI_MAJOR_VERSION >= 5
+    return ompi_comm_get_local_cid(comm);
+#else
+    return ompi_comm_get_cid(comm);
+#endif
+}
 const char *hwb_comm_name(ompi_communicator_t *comm) { return comm->c_name; }
 
 void hwb_comm_current_barrier(ompi_communicator_t *comm, hwb_barrier_fn *fn,

@@ -7,15 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct ompi_communicator_t;
-struct mca_coll_base_module_2_3_0_t;
-struct ompi_request_t;
+#include "ompi/mca/coll/coll.h"
+
+/* Unversioned names only: mca_coll_base_module_t is the 2.3.0 module on
+ * Open MPI 4.1 and the 2.4.0 one on 5.0. */
 
 /* --- module object (an OBJ subclass of mca_coll_base_module_t) --- */
 /* Creates a module whose destructor hands `state` back to Rust. */
-struct mca_coll_base_module_2_3_0_t *hwb_module_new(void);
-void  hwb_module_set_state(struct mca_coll_base_module_2_3_0_t *m, void *state);
-void *hwb_module_state(struct mca_coll_base_module_2_3_0_t *m);
+mca_coll_base_module_t *hwb_module_new(void);
+void  hwb_module_set_state(mca_coll_base_module_t *m, void *state);
+void *hwb_module_state(mca_coll_base_module_t *m);
 void  hwb_obj_retain(void *obj);
 void  hwb_obj_release(void *obj);
 
@@ -25,12 +26,14 @@ int   hwb_comm_size(struct ompi_communicator_t *comm);
 int   hwb_comm_is_inter(struct ompi_communicator_t *comm);
 /* 1 when some member lives on another node (no per-peer state is created). */
 int   hwb_comm_has_remote_peers(struct ompi_communicator_t *comm);
+/* The communicator's context id on this process (ompi_comm_get_cid on 4.1,
+ * ompi_comm_get_local_cid on 5.0). */
 uint32_t hwb_comm_cid(struct ompi_communicator_t *comm);
 const char *hwb_comm_name(struct ompi_communicator_t *comm);
 /* The barrier (and its module) installed before ours: our fallback. */
-typedef int (*hwb_barrier_fn)(struct ompi_communicator_t *, struct mca_coll_base_module_2_3_0_t *);
+typedef int (*hwb_barrier_fn)(struct ompi_communicator_t *, mca_coll_base_module_t *);
 void  hwb_comm_current_barrier(struct ompi_communicator_t *comm, hwb_barrier_fn *fn,
-                               struct mca_coll_base_module_2_3_0_t **module);
+                               mca_coll_base_module_t **module);
 
 /* --- facts --- */
 /* Whether the job asked Open MPI to yield when idle (mpi_yield_when_idle,
@@ -76,10 +79,10 @@ int hwb_request_done(struct ompi_request_t **req, int *error);
 
 /* The nonblocking and persistent barriers installed before ours. */
 typedef int (*hwb_ibarrier_fn)(struct ompi_communicator_t *, struct ompi_request_t **,
-                               struct mca_coll_base_module_2_3_0_t *);
+                               mca_coll_base_module_t *);
 typedef int (*hwb_barrier_init_fn)(struct ompi_communicator_t *, struct ompi_info_t *,
-                                   struct ompi_request_t **, struct mca_coll_base_module_2_3_0_t *);
+                                   struct ompi_request_t **, mca_coll_base_module_t *);
 void hwb_comm_current_ibarrier(struct ompi_communicator_t *comm, hwb_ibarrier_fn *fn,
-                               struct mca_coll_base_module_2_3_0_t **module);
+                               mca_coll_base_module_t **module);
 
 #endif

@@ -5,11 +5,7 @@ use std::ffi::{c_char, c_int};
 use std::ptr::{addr_of, null_mut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::ffi::{
-    self, mca_base_component_2_1_0_t, mca_base_component_data_2_0_0_t,
-    mca_coll_base_component_2_0_0_t, mca_coll_base_module_2_3_0_t as Module,
-    ompi_communicator_t as Comm,
-};
+use crate::ffi::{self, ompi_communicator_t as Comm, Module};
 use crate::module::{self, guard, ModuleState};
 use crate::params;
 
@@ -30,42 +26,39 @@ const fn int(v: u32) -> c_int {
     v as c_int
 }
 
-/// The component structure Open MPI's loader looks up by name.
-/// `static mut`: Open MPI takes it by non-const pointer.
+/// The component structure Open MPI's loader looks up by name. Its coll
+/// interface version (2.0.0 on 4.1, 2.4.0 on 5.0) comes from the headers
+/// we were built against (`ffi::abi`). `static mut`: Open MPI takes it by
+/// non-const pointer.
 #[no_mangle]
 #[allow(non_upper_case_globals)]
-pub static mut mca_coll_hwbarr_component: mca_coll_base_component_2_0_0_t =
-    mca_coll_base_component_2_0_0_t {
-        collm_version: mca_base_component_2_1_0_t {
-            mca_major_version: int(ffi::MCA_BASE_VERSION_MAJOR),
-            mca_minor_version: int(ffi::MCA_BASE_VERSION_MINOR),
-            mca_release_version: int(ffi::MCA_BASE_VERSION_RELEASE),
-            mca_project_name: cname("ompi"),
-            mca_project_major_version: int(ffi::OMPI_MAJOR_VERSION),
-            mca_project_minor_version: int(ffi::OMPI_MINOR_VERSION),
-            mca_project_release_version: int(ffi::OMPI_RELEASE_VERSION),
-            mca_type_name: cname("coll"),
-            mca_type_major_version: 2,
-            mca_type_minor_version: 0,
-            mca_type_release_version: 0,
-            mca_component_name: cname("hwbarr"),
-            mca_component_major_version: 0,
-            mca_component_minor_version: 1,
-            mca_component_release_version: 0,
-            mca_open_component: None,
-            mca_close_component: Some(close),
-            mca_query_component: None,
-            mca_register_component_params: Some(register),
-            mca_component_flags: 0,
-            reserved: [0; 28],
-        },
-        collm_data: mca_base_component_data_2_0_0_t {
-            param_field: 0,
-            reserved: [0; 32],
-        },
-        collm_init_query: Some(init_query),
-        collm_comm_query: Some(comm_query),
-    };
+pub static mut mca_coll_hwbarr_component: ffi::Component = component();
+
+const fn component() -> ffi::Component {
+    // SAFETY: a plain C struct of integers, char arrays and nullable
+    // function pointers, for which all-zero is valid (and what C's static
+    // initialisers give the fields we do not name, `reserved` included).
+    let mut c: ffi::Component = unsafe { std::mem::zeroed() };
+    let v = &mut c.collm_version;
+    v.mca_major_version = int(ffi::MCA_BASE_VERSION_MAJOR);
+    v.mca_minor_version = int(ffi::MCA_BASE_VERSION_MINOR);
+    v.mca_release_version = int(ffi::MCA_BASE_VERSION_RELEASE);
+    v.mca_project_name = cname("ompi");
+    v.mca_project_major_version = int(ffi::OMPI_MAJOR_VERSION);
+    v.mca_project_minor_version = int(ffi::OMPI_MINOR_VERSION);
+    v.mca_project_release_version = int(ffi::OMPI_RELEASE_VERSION);
+    v.mca_type_name = cname("coll");
+    (v.mca_type_major_version, v.mca_type_minor_version, v.mca_type_release_version) = ffi::abi::COLL_API_VERSION;
+    v.mca_component_name = cname("hwbarr");
+    v.mca_component_major_version = 0;
+    v.mca_component_minor_version = 2;
+    v.mca_component_release_version = 0;
+    v.mca_close_component = Some(close);
+    v.mca_register_component_params = Some(register);
+    c.collm_init_query = Some(init_query);
+    c.collm_comm_query = Some(comm_query);
+    c
+}
 
 fn component_ptr() -> *const ffi::mca_base_component_t {
     // SAFETY: taking the address of our own static; no reference is formed.

@@ -21,7 +21,7 @@ use std::sync::{Mutex, TryLockError};
 
 use crate::bootstrap::Boot;
 use crate::hier::HierOp;
-use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request};
+use crate::ffi::{self, Module, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request};
 use crate::module::{guard, state, ModuleState, Ticket};
 
 /// One barrier issued on the communicator: its request (null for a
@@ -222,8 +222,7 @@ pub fn blocking(st: &ModuleState) -> c_int {
                 return rc.unwrap_or(ffi::SUCCESS);
             }
         }
-        // SAFETY: opal_progress may be called from any MPI call.
-        unsafe { ffi::opal_progress() };
+        ffi::progress();
         std::thread::yield_now();
     }
 }
@@ -303,14 +302,14 @@ pub unsafe extern "C" fn ibarrier(comm: *mut Comm, request: *mut *mut Request, m
     })
 }
 
-/// MPIX_Barrier_init: a persistent barrier request, inactive until started.
+/// MPIX_Barrier_init (4.1) / MPI_Barrier_init (5.0): a persistent barrier request, inactive until started.
 pub unsafe extern "C" fn barrier_init(
     comm: *mut Comm,
     _info: *mut Info,
     request: *mut *mut Request,
     module: *mut Module,
 ) -> c_int {
-    guard("MPIX_Barrier_init", ffi::ERROR, || {
+    guard(ffi::abi::BARRIER_INIT_NAME, ffi::ERROR, || {
         // SAFETY: Open MPI passes our module and a valid out-pointer.
         let (st, out) = unsafe { (state(module), &mut *request) };
         let r = new_request(st, comm, true);

@@ -97,8 +97,7 @@ impl Flight {
     /// Turns progress until every request completed.
     pub fn wait(&mut self) -> Result<(), c_int> {
         while !self.done()? {
-            // SAFETY: opal_progress may be called from any MPI call.
-            unsafe { crate::ffi::opal_progress() };
+            crate::ffi::progress();
         }
         Ok(())
     }

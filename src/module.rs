@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering::SeqCst;
 
 use crate::core::{counter, toggle};
 use crate::device::Segment;
-use crate::ffi::{self, mca_coll_base_module_2_3_0_t as Module, ompi_communicator_t as Comm, ompi_request_t as Request};
+use crate::ffi::{self, Module, ompi_communicator_t as Comm, ompi_request_t as Request};
 use crate::engine::{self, Engine};
 use crate::futex;
 use crate::inter::{self, InterAlgorithm};
@@ -324,10 +324,7 @@ impl ModuleState {
 
     /// Waits by the policy until `t` is released.
     fn wait(&self, seg: &Segment, t: Ticket) {
-        let progress = || {
-            // SAFETY: opal_progress may be called from any MPI call.
-            unsafe { ffi::opal_progress() }
-        };
+        let progress = ffi::progress;
         let me = self.topo.get().expect("topology").me;
         let sleep = || match t {
             Ticket::Counter => {
