@@ -1,19 +1,40 @@
-# hwbarr — Open MPI coll component (Rust cdylib).
-#   make            build target/release/libmca_coll_hwbarr.so
-#   make install    copy it to $(COMPONENT_DIR) as mca_coll_hwbarr.so
+# hwbarr — Open MPI coll component (Rust cdylib), for Open MPI 4.1 and 5.0.
+#   make            build the component for the Open MPI on PATH (or OMPI_PREFIX)
+#   make install    copy it where that Open MPI loads it (see COMPONENT_DIR)
 #   make run        build, install into a private dir, hwbarr vs. the stock barrier
 #   make test       unit tests, model checks, mpirun integration tests
-#   make bench      hwbarr vs. tuned/basic/sm at 2/4/8 ranks: table, CSV, PNG chart
+#   make bench      hwbarr vs. the stock barriers at 2/4/8 ranks: table, CSV, PNG chart
 #                   (OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
+# OMPI_PREFIX=<prefix> builds and tests against the Open MPI installed there
+# (e.g. one built by scripts/build-ompi.sh) instead of the one on PATH.
 # Prerequisites (Open MPI 4.1 + headers, libclang) are installed with
 # apt-get when run as root on Debian (scripts/deps.sh).
 
-CARGO         ?= cargo
-COMPONENT_DIR ?= $(HOME)/.openmpi/components
-PRIVATE_DIR   := $(CURDIR)/build/components
-SO            := target/release/libmca_coll_hwbarr.so
+CARGO ?= cargo
 
-.PHONY: all build deps install run test bench clean
+ifneq ($(strip $(OMPI_PREFIX)),)
+  override OMPI_PREFIX := $(abspath $(OMPI_PREFIX))
+  export OMPI_PREFIX
+  export PATH := $(OMPI_PREFIX)/bin:$(PATH)
+  export LD_LIBRARY_PATH := $(OMPI_PREFIX)/lib:$(LD_LIBRARY_PATH)
+  # One build tree per Open MPI: rsmpi and the FFI layer differ.
+  OMPI_VERSION := $(shell $(OMPI_PREFIX)/bin/mpicc --showme:version 2>/dev/null | sed -n 's/.*Open MPI \([0-9][0-9.a-z]*\).*/\1/p')
+  TARGET_DIR := $(CURDIR)/target/ompi-$(or $(OMPI_VERSION),unknown)
+else
+  TARGET_DIR := $(CURDIR)/target
+endif
+export CARGO_TARGET_DIR := $(TARGET_DIR)
+
+SO          := $(TARGET_DIR)/release/libmca_coll_hwbarr.so
+PRIVATE_DIR := $(TARGET_DIR)/components
+# Where `make install` puts the component: the component directory of the
+# Open MPI it was built for when we may write there, else the per-user
+# directory both release lines search (~/.openmpi/components).
+PKGLIBDIR    = $(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
+COMPONENT_DIR ?= $(shell d="$(PKGLIBDIR)"; if [ -n "$$d" ] && [ -w "$$d" ]; then echo "$$d"; else echo "$(HOME)/.openmpi/components"; fi)
+export HWBARR_TARGET_DIR := $(TARGET_DIR)
+
+.PHONY: all build deps install run test unit-test mpirun-test lint bench clean
 
 all: build
 
@@ -22,27 +43,26 @@ deps:
 
 build: deps
 	$(CARGO) build --release --lib --examples
+	@echo "built $(SO) for $$(mpicc --showme:version 2>/dev/null | sed 's/^mpicc: //')"
 
 install: build
-	install -d "$(COMPONENT_DIR)"
-	install -m 0644 $(SO) "$(COMPONENT_DIR)/mca_coll_hwbarr.so"
-	@echo "installed $(COMPONENT_DIR)/mca_coll_hwbarr.so"
+	@scripts/install.sh "$(SO)" "$(COMPONENT_DIR)"
 
 run: build
-	@$(MAKE) --no-print-directory install COMPONENT_DIR=$(PRIVATE_DIR) >/dev/null
+	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	COMPONENT_DIR=$(PRIVATE_DIR) scripts/run.sh
 
 test: build
-	@$(MAKE) --no-print-directory install COMPONENT_DIR=$(PRIVATE_DIR) >/dev/null
+	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release --test loom_cores
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun -- --test-threads=1
 
 bench: build
 	@scripts/deps.sh bench
-	@$(MAKE) --no-print-directory install COMPONENT_DIR=$(PRIVATE_DIR) >/dev/null
+	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	COMPONENT_DIR=$(PRIVATE_DIR) python3 scripts/bench.py
 
 clean:
 	$(CARGO) clean
-	rm -rf build
+	rm -rf build target

@@ -12,6 +12,8 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 
+#include <stdio.h>
+
 #include "hwbarr_shim.h"
 
 /* Implemented in Rust (src/module.rs): drops the module's Rust state. */
@@ -69,6 +71,17 @@ void hwb_comm_current_barrier(ompi_communicator_t *comm, hwb_barrier_fn *fn,
 {
     *fn = comm->c_coll->coll_barrier;
     *module = comm->c_coll->coll_barrier_module;
+}
+
+int hwb_runtime_version(int *major, int *minor, int *release)
+{
+    char text[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_SUCCESS != MPI_Get_library_version(text, &len)) {
+        return -1;
+    }
+    text[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';
+    return 3 == sscanf(text, "Open MPI v%d.%d.%d", major, minor, release) ? 0 : -1;
 }
 
 int hwb_mpi_yield_when_idle(void)

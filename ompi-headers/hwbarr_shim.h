@@ -36,6 +36,10 @@ void  hwb_comm_current_barrier(struct ompi_communicator_t *comm, hwb_barrier_fn 
                                mca_coll_base_module_t **module);
 
 /* --- facts --- */
+/* The Open MPI release this process runs (from MPI_Get_library_version,
+ * callable before MPI_Init): 0 and *major/minor/release set, or -1. */
+int hwb_runtime_version(int *major, int *minor, int *release);
+
 /* Whether the job asked Open MPI to yield when idle (mpi_yield_when_idle,
  * which mpirun also sets when it oversubscribes). Read from the MCA
  * variable: MPI_Init applies it to opal_progress only after MPI_COMM_WORLD

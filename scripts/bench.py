@@ -21,6 +21,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("HWBARR_TARGET_DIR", os.path.join(ROOT, "target"))
 OUT = os.path.join(ROOT, "build", "bench")
 COMPONENT_DIR = os.environ.get("COMPONENT_DIR", os.path.join(ROOT, "build", "components"))
 OSU_DIR = os.environ.get("OSU_DIR")
@@ -71,7 +72,7 @@ def barrier_latency(np, args):
     """(avg, min, max) µs over ranks."""
     iters = ITERS.get(np, 2000)
     if args is None:
-        out = subprocess.run([os.path.join(ROOT, "target/release/examples/sched_floor"), str(np), str(iters)],
+        out = subprocess.run([os.path.join(TARGET, "release/examples/sched_floor"), str(np), str(iters)],
                              capture_output=True, text=True, timeout=300, check=True).stdout
         HANDOFF.append(float(re.search(r"handoff_us=([\d.]+)", out).group(1)))
     elif OSU_DIR:
@@ -80,14 +81,14 @@ def barrier_latency(np, args):
         vals = [float(x) for x in nums[-1]]
         return (vals[0], vals[1], vals[2]) if len(vals) >= 3 else (vals[0],) * 3
     else:
-        out = mpirun(np, args, [os.path.join(ROOT, "target/release/examples/barrier_bench"), str(iters)])
+        out = mpirun(np, args, [os.path.join(TARGET, "release/examples/barrier_bench"), str(iters)])
     m = re.search(r"avg_us=([\d.]+) min_us=([\d.]+) max_us=([\d.]+)", out)
     return float(m.group(1)), float(m.group(2)), float(m.group(3))
 
 
 def init_cost():
     """Median MPI_Init+MPI_Finalize µs (slowest rank) with and without hwbarr."""
-    prog = [os.path.join(ROOT, "target/release/examples/init_cost")]
+    prog = [os.path.join(TARGET, "release/examples/init_cost")]
     res = {True: [], False: []}
     rows = []
     for i in range(INIT_LAUNCHES):
@@ -114,7 +115,7 @@ IB_CONFIGS = [
 
 def ibarrier_bench():
     """osu_ibarrier-style overlap and persistent vs blocking latency."""
-    prog = os.path.join(ROOT, "target/release/examples/ibarrier_bench")
+    prog = os.path.join(TARGET, "release/examples/ibarrier_bench")
     rows, res = [], {}
     total, done = ROUNDS * len(NPS) * len(IB_CONFIGS), 0
     for rnd in range(ROUNDS):
@@ -203,7 +204,7 @@ def scale_model(measured):
     """LogP-style scale model from message costs measured across 2 fake
     nodes; predictions from 2 to 100,000 nodes, crossovers, and the gap to
     the fake-node measurements (`measured`: layout -> {config: µs})."""
-    prog = [os.path.join(ROOT, "target/release/examples/logp"), "2000"]
+    prog = [os.path.join(TARGET, "release/examples/logp"), "2000"]
     vals = []
     for i in range(ROUNDS):
         out = fake_launch("nodea:1,nodeb:1", [], prog)
@@ -258,7 +259,7 @@ plot '{os.path.join(OUT, "model.csv")}' every ::1 using 1:2 with lines lw 2 titl
 def fake_nodes_bench():
     """Barrier latency across fake nodes (scripts/fakenode-agent), hwbarr
     against tuned on the same layout, both with mpi_yield_when_idle 1."""
-    prog = [os.path.join(ROOT, "target/release/examples/barrier_bench"), "2000"]
+    prog = [os.path.join(TARGET, "release/examples/barrier_bench"), "2000"]
     res, rows = {}, []
     total, done = ROUNDS * len(LAYOUTS) * len(FN_CONFIGS), 0
     for rnd in range(ROUNDS):

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 COMPONENT_DIR=${COMPONENT_DIR:-$PWD/build/components}
 . scripts/common.sh
-BENCH=target/release/examples/barrier_bench
+BENCH=${HWBARR_TARGET_DIR:-target}/release/examples/barrier_bench
 ITERS=${ITERS:-20000}
 
 measure() { # np, label, mpirun args... -> avg µs

@@ -72,11 +72,39 @@ unsafe extern "C" fn close() -> c_int {
     })
 }
 
+/// At component open (MPI_Init, ompi_info): refuse to run inside an Open
+/// MPI release line other than the one we were built for (their coll
+/// structures differ), saying so once; then register the parameters.
 unsafe extern "C" fn register() -> c_int {
-    // SAFETY: the pointer is our component's version block.
-    guard("register", ffi::ERROR, || unsafe {
-        params::register(component_ptr())
+    guard("register", ffi::ERROR, || {
+        if let Some(msg) = version_mismatch() {
+            if speaks_for_job() {
+                module::say(&msg);
+            }
+            return ffi::ERROR;
+        }
+        // SAFETY: the pointer is our component's version block.
+        unsafe { params::register(component_ptr()) }
     })
+}
+
+/// The one-line complaint when the running Open MPI is not the release
+/// line this file was built for, None when it is.
+fn version_mismatch() -> Option<String> {
+    let (mut major, mut minor, mut release) = (0, 0, 0);
+    // SAFETY: three valid out-pointers; MPI_Get_library_version may be
+    // called before MPI_Init.
+    let rc = unsafe { ffi::hwb_runtime_version(&mut major, &mut minor, &mut release) };
+    let (bm, bn, br) = ffi::abi::OMPI_VERSION;
+    if rc != 0 || (major as u32, minor as u32) == (bm, bn) {
+        return None;
+    }
+    Some(format!(
+        "this mca_coll_hwbarr.so was built for Open MPI {bm}.{bn}.{br} but is loaded by Open MPI \
+         {major}.{minor}.{release}: hwbarr is not used in this job. Rebuild it for this Open MPI \
+         (make install OMPI_PREFIX=<its prefix>), which installs it into that Open MPI's own \
+         component directory when writable"
+    ))
 }
 
 /// True for the one process that speaks for the job (world rank 0, or a

@@ -94,7 +94,44 @@ fn mpirun_cmd(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&st
     launch_cmd(np, &[], mca, env, args, secs)
 }
 
+/// The Open MPI release line under test (the `ompi_info` on PATH): 4 or 5.
+fn ompi_major() -> u32 {
+    static V: OnceLock<u32> = OnceLock::new();
+    *V.get_or_init(|| {
+        let out = Command::new("ompi_info").arg("--version").output().expect("ompi_info");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v = text.split("Open MPI v").nth(1).expect("ompi_info --version");
+        v.split('.').next().unwrap().parse().unwrap()
+    })
+}
+
+/// How this release line spells what the tests ask of the launcher:
+/// Open MPI 4.1's ORTE, or 5.0's PRRTE.
+mod rte {
+    /// Options that let more ranks than cores run, unbound.
+    pub fn oversubscribe() -> &'static [&'static str] {
+        if super::ompi_major() >= 5 {
+            &["--map-by", ":OVERSUBSCRIBE", "--bind-to", "none"]
+        } else {
+            &["--oversubscribe", "--bind-to", "none"]
+        }
+    }
+    /// The option that sets a runtime (launcher/daemon) parameter.
+    pub fn param_flag() -> &'static str {
+        if super::ompi_major() >= 5 { "--prtemca" } else { "--mca" }
+    }
+    /// The runtime parameter naming the session directory's parent.
+    pub fn tmpdir_param() -> &'static str {
+        if super::ompi_major() >= 5 { "prte_tmpdir_base" } else { "orte_tmpdir_base" }
+    }
+    /// The shared-memory BTL's name.
+    pub fn shm_btl() -> &'static str {
+        if super::ompi_major() >= 5 { "sm" } else { "vader" }
+    }
+}
+
 /// `mpirun` with extra launcher options (`launch`) before the program.
+/// `mca` names MPI-level parameters (`--mca`), `rte` the launcher's own.
 fn launch_cmd(
     np: usize,
     launch: &[&str],
@@ -103,19 +140,26 @@ fn launch_cmd(
     args: &[&str],
     secs: u32,
 ) -> Command {
+    launch_rte_cmd(np, launch, &[], mca, env, args, secs)
+}
+
+fn launch_rte_cmd(
+    np: usize,
+    launch: &[&str],
+    rte: &[(&str, &str)],
+    mca: &[(&str, &str)],
+    env: &[(&str, &str)],
+    args: &[&str],
+    secs: u32,
+) -> Command {
     let mut c = Command::new("timeout");
-    c.args([
-        "-k",
-        "5",
-        &secs.to_string(),
-        "mpirun",
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-        "-np",
-        &np.to_string(),
-    ]);
+    c.args(["-k", "5", &secs.to_string(), "mpirun"]);
+    c.args(rte::oversubscribe());
+    c.args(["-np", &np.to_string()]);
     c.args(launch);
+    for (k, v) in rte {
+        c.args([rte::param_flag(), k, v]);
+    }
     c.args(["--mca", "mca_base_component_path", component_path()]);
     for (k, v) in mca {
         c.args(["--mca", k, v]);
@@ -131,11 +175,14 @@ fn launch_cmd(
 }
 
 fn mpirun(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
+    run(mpirun_cmd(np, mca, env, args, secs), secs)
+}
+
+/// Runs a job command made above (alone: under the lock).
+fn run(mut cmd: Command, secs: u32) -> Job {
     let _g = lock();
     let t = std::time::Instant::now();
-    let out = mpirun_cmd(np, mca, env, args, secs)
-        .output()
-        .expect("run mpirun");
+    let out = cmd.output().expect("run mpirun");
     Job {
         out,
         timed_out: t.elapsed().as_secs() >= secs as u64,
@@ -387,13 +434,8 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 fn sigkill_in_a_barrier_leaves_nothing_behind() {
     let before = shm_names();
     let sess = scratch("session");
-    let job = mpirun(
-        3,
-        &[("orte_tmpdir_base", sess.to_str().unwrap())],
-        &[],
-        &["die", "50"],
-        60,
-    );
+    let tmpdir = [(rte::tmpdir_param(), sess.to_str().unwrap())];
+    let job = run(launch_rte_cmd(3, &[], &tmpdir, &[], &[], &["die", "50"], 60), 60);
     let left = files_under(&sess);
     let _ = std::fs::remove_dir_all(&sess);
     assert!(!job.ok() && !job.timed_out(), "{}", job.dump());
@@ -557,21 +599,17 @@ fn fake_nodes(hosts: &str, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&
     let root = scratch("fakenodes");
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
     let np: usize = hosts.split(',').map(|h| h.rsplit(':').next().unwrap().parse::<usize>().unwrap()).sum();
+    let btl = format!("self,{},tcp", rte::shm_btl());
+    let rte: Vec<(&str, &str)> = vec![("plm_rsh_agent", agent.to_str().unwrap()), ("oob_tcp_if_include", "lo")];
     let mut all: Vec<(&str, &str)> = vec![
-        ("plm_rsh_agent", agent.to_str().unwrap()),
-        ("btl", "self,vader,tcp"),
+        ("btl", &btl),
         ("btl_tcp_if_include", "lo"),
-        ("oob_tcp_if_include", "lo"),
         ("mpi_yield_when_idle", "1"),
     ];
     all.extend_from_slice(mca);
     let mut env2: Vec<(&str, &str)> = vec![("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())];
     env2.extend_from_slice(env);
-    let _g = lock();
-    let t = std::time::Instant::now();
-    let mut c = launch_cmd(np, &["--host", hosts, "-x", "HWBARR_BOARD"], &all, &env2, args, 240);
-    let out = c.output().expect("run mpirun");
-    let job = Job { out, timed_out: t.elapsed().as_secs() >= 240 };
+    let job = run(launch_rte_cmd(np, &["--host", hosts, "-x", "HWBARR_BOARD"], &rte, &all, &env2, args, 240), 240);
     let left = files_under(&root);
     let _ = std::fs::remove_dir_all(&root);
     assert!(left.is_empty(), "fake nodes left files behind: {left:?}\n{}", job.dump());

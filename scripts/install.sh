@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# scripts/install.sh SO DIR: installs the built component as DIR/mca_coll_hwbarr.so
+# and says which Open MPI will load it from there.
+set -euo pipefail
+so=$1 dir=$2
+[ -f "$so" ] || { echo "install: $so not built (run make)" >&2; exit 1; }
+install -d "$dir"
+install -m 0644 "$so" "$dir/mca_coll_hwbarr.so"
+echo "installed $dir/mca_coll_hwbarr.so (built for $(mpicc --showme:version 2>/dev/null | sed 's/^mpicc: //; s/ (Language.*//'))"
+pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
+case "$dir" in
+  "$pkglib") ;;
+  "$HOME/.openmpi/components")
+    echo "  on the default component path of every Open MPI of this user: a build for another release line there would be replaced" ;;
+  *) echo "  not on Open MPI's default component path: add --mca mca_base_component_path $pkglib:$HOME/.openmpi/components:$dir" ;;
+esac
