@@ -141,8 +141,17 @@ fn main() {
             println!("cargo:rustc-link-search=native={}", l.display());
         }
     }
+    // The component needs libmpi (its soname, libmpi.so.40, is the same on
+    // 4.1 and 5.0) and reaches Open PAL's symbols through it. libopen-pal is
+    // not a direct dependency of the .so: its soname differs between release
+    // lines (.40, .80), and a component loaded by the other line must reach
+    // our version check (component.rs) instead of failing in dlopen or
+    // pulling a second Open PAL into the process. Test programs, which link
+    // the same code into executables, name it themselves.
     println!("cargo:rustc-link-lib=dylib=mpi");
-    println!("cargo:rustc-link-lib=dylib=open-pal");
+    for kind in ["tests", "examples"] {
+        println!("cargo:rustc-link-arg-{kind}=-lopen-pal");
+    }
 
     let mut b = bindgen::Builder::default()
         .header(root.join("wrapper.h").to_string_lossy())
@@ -183,13 +192,16 @@ fn main() {
     std::fs::write(
         out.join("ompi_abi.rs"),
         format!(
-            "/// The Open MPI release hwbarr was built against.\n\
+            "/// The Open MPI release hwbarr was built against, as words (also\n\
+             /// findable in the .so: scripts/install.sh and the tests read it).\n\
+             pub const BUILT_FOR: &str = \"Open MPI {}.{}.{}\";\n\
+             /// The Open MPI release hwbarr was built against.\n\
              pub const OMPI_VERSION: (u32, u32, u32) = ({}, {}, {});\n\
              /// The coll framework interface version the component announces.\n\
              pub const COLL_API_VERSION: (i32, i32, i32) = ({}, {}, {});\n\
              /// The MPI name of the persistent barrier in this release.\n\
              pub const BARRIER_INIT_NAME: &str = {:?};\n",
-            v.0, v.1, v.2, c.0, c.1, c.2, abi.barrier_init
+            v.0, v.1, v.2, v.0, v.1, v.2, c.0, c.1, c.2, abi.barrier_init
         ),
     )
     .expect("write ompi_abi.rs");

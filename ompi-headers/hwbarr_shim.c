@@ -94,6 +94,16 @@ int hwb_mpi_yield_when_idle(void)
     return opal_progress_yield_when_idle ? 1 : 0;
 }
 
+const char *hwb_coll_selection(void)
+{
+    char **value = NULL;
+    int idx = mca_base_var_find("ompi", "coll", NULL, NULL);
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) || NULL == value) {
+        return NULL;
+    }
+    return *value;
+}
+
 int hwb_pml_send(const void *buf, size_t len, int dst, int tag, ompi_communicator_t *comm)
 {
     return MCA_PML_CALL(send((void *) buf, len, MPI_BYTE, dst, tag,

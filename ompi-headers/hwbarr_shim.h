@@ -45,6 +45,9 @@ int hwb_runtime_version(int *major, int *minor, int *release);
  * variable: MPI_Init applies it to opal_progress only after MPI_COMM_WORLD
  * has chosen its collectives. */
 int hwb_mpi_yield_when_idle(void);
+/* The value of the coll framework's selection variable (`--mca coll ...`),
+ * or NULL when unset. */
+const char *hwb_coll_selection(void);
 
 /* --- point-to-point engine (MCA_PML_CALL) with MPI_BYTE buffers --- */
 int hwb_pml_send(const void *buf, size_t len, int dst, int tag, struct ompi_communicator_t *comm);

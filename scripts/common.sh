@@ -9,7 +9,9 @@ PKGLIBDIR=$(ompi_info --path pkglibdir --parsable | sed 's/.*://')
 # hw_mpirun <np> [mpirun args...]: oversubscription allowed, Open MPI's own
 # components plus ours only (not whatever sits in ~/.openmpi/components).
 hw_mpirun() {
+  local oversub="--oversubscribe"
+  case "$(ompi_info --version 2>/dev/null)" in *"Open MPI v5"*) oversub="--map-by :OVERSUBSCRIBE" ;; esac
   local np=$1; shift
-  timeout -k 5 "${HW_TIMEOUT:-300}" mpirun --oversubscribe --bind-to none -np "$np" \
+  timeout -k 5 "${HW_TIMEOUT:-300}" mpirun $oversub --bind-to none -np "$np" \
     --mca mca_base_component_path "$PKGLIBDIR:$COMPONENT_DIR" "$@"
 }

@@ -5,6 +5,14 @@ set -euo pipefail
 so=$1 dir=$2
 [ -f "$so" ] || { echo "install: $so not built (run make)" >&2; exit 1; }
 install -d "$dir"
+built_for() { grep -aoE 'Open MPI [0-9]+\.[0-9]+\.[0-9]+' "$1" 2>/dev/null | head -1; }
+if [ -f "$dir/mca_coll_hwbarr.so" ]; then
+  old=$(built_for "$dir/mca_coll_hwbarr.so"); new=$(built_for "$so")
+  if [ -n "$old" ] && [ "${old%.*}" != "${new%.*}" ]; then
+    echo "install: replacing $dir/mca_coll_hwbarr.so built for $old by one for $new;" \
+         "$old will now skip hwbarr with a one-line note (install each build into its Open MPI's own component dir to keep both)" >&2
+  fi
+fi
 install -m 0644 "$so" "$dir/mca_coll_hwbarr.so"
 echo "installed $dir/mca_coll_hwbarr.so (built for $(mpicc --showme:version 2>/dev/null | sed 's/^mpicc: //; s/ (Language.*//'))"
 pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')

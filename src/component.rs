@@ -95,15 +95,16 @@ fn version_mismatch() -> Option<String> {
     // SAFETY: three valid out-pointers; MPI_Get_library_version may be
     // called before MPI_Init.
     let rc = unsafe { ffi::hwb_runtime_version(&mut major, &mut minor, &mut release) };
-    let (bm, bn, br) = ffi::abi::OMPI_VERSION;
+    let (bm, bn, _) = ffi::abi::OMPI_VERSION;
     if rc != 0 || (major as u32, minor as u32) == (bm, bn) {
         return None;
     }
     Some(format!(
-        "this mca_coll_hwbarr.so was built for Open MPI {bm}.{bn}.{br} but is loaded by Open MPI \
+        "this mca_coll_hwbarr.so was built for {} but is loaded by Open MPI \
          {major}.{minor}.{release}: hwbarr is not used in this job. Rebuild it for this Open MPI \
          (make install OMPI_PREFIX=<its prefix>), which installs it into that Open MPI's own \
-         component directory when writable"
+         component directory when writable",
+        ffi::abi::BUILT_FOR
     ))
 }
 
@@ -117,10 +118,35 @@ fn speaks_for_job() -> bool {
 
 static REPORTED: AtomicBool = AtomicBool::new(false);
 
+/// `--mca coll hwbarr` alone (how the TUC component was selected) leaves
+/// every other collective without a provider, and Open MPI then fails
+/// MPI_Init with an obscure "Not found". Say what to write instead.
+fn sole_component_advice() -> Option<&'static str> {
+    // SAFETY: returns Open MPI's own NUL-terminated value or NULL.
+    let v = unsafe { ffi::hwb_coll_selection() };
+    if v.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, NUL-terminated, owned by the variable system.
+    let list = unsafe { std::ffi::CStr::from_ptr(v) }.to_string_lossy();
+    let names: Vec<&str> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    (names == ["hwbarr"]).then_some(
+        "'--mca coll hwbarr' allows no other collective component, so nothing serves the other \
+         collectives and Open MPI will stop MPI_Init (\"mca_coll_base_comm_select(MPI_COMM_WORLD) \
+         failed\"). hwbarr serves only the barriers: write '--mca coll hwbarr,tuned,libnbc,basic,self', \
+         or nothing at all (once installed, hwbarr's priority makes it serve MPI_Barrier)",
+    )
+}
+
 /// At MPI_Init: check the prerequisites. An invalid parameter disables
 /// hwbarr for the job (reported once), and the job runs on without it.
 unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> c_int {
     guard("init_query", ffi::ERROR, || {
+        if let Some(advice) = sole_component_advice() {
+            if speaks_for_job() {
+                module::say(advice);
+            }
+        }
         let p = params::current();
         if let Some(msg) = p.error() {
             if speaks_for_job() && !REPORTED.swap(true, Ordering::Relaxed) {
