@@ -10,12 +10,14 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The release lines hwbarr supports, and the coll interface of each.
-const SUPPORTED: &str = "Open MPI 4.1.x (coll API 2.0.0) and 5.0.x (coll API 2.4.0)";
+#[path = "build-support/abi.rs"]
+mod abi;
+use abi::SUPPORTED;
 
+/// Stops the build with one message (cargo shows the script's stderr).
 fn fail(msg: &str) -> ! {
     eprintln!("\nhwbarr build: {msg}\n");
-    panic!("hwbarr build: {msg}");
+    std::process::exit(1);
 }
 
 /// Runs `<mpicc> --showme:<what>` and splits its answer into paths.
@@ -53,58 +55,17 @@ fn find(incs: &[PathBuf], rel: &str) -> Option<PathBuf> {
     incs.iter().map(|d| d.join(rel)).find(|p| p.exists())
 }
 
-/// The integer a `#define NAME <int>` line gives in `text`.
-fn define(text: &str, name: &str) -> Option<u32> {
-    text.lines().find_map(|l| {
-        let mut w = l.split_whitespace();
-        (w.next() == Some("#define") && w.next() == Some(name)).then(|| w.next()?.parse().ok())?
-    })
-}
-
-/// What differs between the supported release lines.
-struct Abi {
-    /// Open MPI major, minor, release (from mpi.h).
-    version: (u32, u32, u32),
-    /// The coll framework's interface version the component announces.
-    coll: (u32, u32, u32),
-    /// The persistent barrier's MPI name.
-    barrier_init: &'static str,
-}
-
-fn abi(incs: &[PathBuf]) -> Abi {
+fn abi(incs: &[PathBuf]) -> abi::Abi {
     let mpi_h = find(incs, "mpi.h").unwrap_or_else(|| fail(&format!("mpi.h not found under {incs:?}")));
     let text = std::fs::read_to_string(&mpi_h).unwrap_or_default();
-    let v = (
-        define(&text, "OMPI_MAJOR_VERSION"),
-        define(&text, "OMPI_MINOR_VERSION"),
-        define(&text, "OMPI_RELEASE_VERSION"),
-    );
-    let (Some(major), Some(minor), Some(release)) = v else {
-        fail(&format!("{} is not Open MPI's mpi.h (no OMPI_MAJOR_VERSION): hwbarr supports {SUPPORTED}", mpi_h.display()))
-    };
-    let coll_h = find(incs, "ompi/mca/coll/coll.h");
-    let coll_text = coll_h.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
-    let has = |m: &str| coll_text.contains(&format!("#define {m}"));
-    let found = format!("Open MPI {major}.{minor}.{release} (from {})", mpi_h.display());
-    match (major, minor) {
-        (4, 1) if has("MCA_COLL_BASE_VERSION_2_0_0") => {
-            Abi { version: (major, minor, release), coll: (2, 0, 0), barrier_init: "MPIX_Barrier_init" }
-        }
-        (5, 0) if has("MCA_COLL_BASE_VERSION_2_4_0") => {
-            Abi { version: (major, minor, release), coll: (2, 4, 0), barrier_init: "MPI_Barrier_init" }
-        }
-        (4, 1) | (5, 0) => fail(&format!(
-            "{found}: its coll interface header ompi/mca/coll/coll.h is missing or unexpected. \
-             Install the development headers (Debian: libopenmpi-dev; from source: configure \
-             --with-devel-headers, or scripts/build-ompi.sh)"
-        )),
-        _ => fail(&format!("{found} is not supported: hwbarr builds for {SUPPORTED}")),
-    }
+    let coll = find(incs, "ompi/mca/coll/coll.h").and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    abi::decide(&text, &coll).unwrap_or_else(|e| fail(&format!("{e} (headers: {})", mpi_h.display())))
 }
 
 fn main() {
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rerun-if-changed=ompi-headers");
+    println!("cargo:rerun-if-changed=build-support");
     println!("cargo:rerun-if-env-changed=OMPI_PREFIX");
     println!("cargo:rerun-if-env-changed=PATH");
 
