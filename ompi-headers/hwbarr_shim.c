@@ -9,6 +9,7 @@
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
 #include "opal/class/opal_object.h"
+#include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 
@@ -103,6 +104,21 @@ const char *hwb_coll_selection(void)
     }
     return *value;
 }
+
+int hwb_pvar_register_comm_counter(const mca_base_component_t *component, const char *name,
+                                   const char *description, hwb_pvar_get_fn get,
+                                   hwb_pvar_notify_fn notify)
+{
+    return mca_base_component_pvar_register(component, name, description, OPAL_INFO_LVL_4,
+                                            MPI_T_PVAR_CLASS_COUNTER,
+                                            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+                                            MPI_T_BIND_MPI_COMM,
+                                            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+                                            (mca_base_get_value_fn_t) get, NULL,
+                                            (mca_base_notify_fn_t) notify, NULL);
+}
+
+int hwb_pvar_event_is_bind(int event) { return MCA_BASE_PVAR_HANDLE_BIND == event ? 1 : 0; }
 
 int hwb_pml_send(const void *buf, size_t len, int dst, int tag, ompi_communicator_t *comm)
 {

@@ -49,6 +49,18 @@ int hwb_mpi_yield_when_idle(void);
  * or NULL when unset. */
 const char *hwb_coll_selection(void);
 
+/* --- MPI_T performance variable --- */
+/* Registers coll_hwbarr_<name>: a read-only, continuous unsigned long long
+ * counter bound to a communicator, read through `get` and told of handle
+ * binds through `notify`. Returns its index or an Open MPI error. */
+typedef int (*hwb_pvar_get_fn)(const void *pvar, void *value, void *comm);
+typedef int (*hwb_pvar_notify_fn)(void *pvar, int event, void *comm, int *count);
+int hwb_pvar_register_comm_counter(const mca_base_component_t *component, const char *name,
+                                   const char *description, hwb_pvar_get_fn get,
+                                   hwb_pvar_notify_fn notify);
+/* 1 when `event` is a handle being bound (MCA_BASE_PVAR_HANDLE_BIND). */
+int hwb_pvar_event_is_bind(int event);
+
 /* --- point-to-point engine (MCA_PML_CALL) with MPI_BYTE buffers --- */
 int hwb_pml_send(const void *buf, size_t len, int dst, int tag, struct ompi_communicator_t *comm);
 int hwb_pml_recv(void *buf, size_t len, int src, int tag, struct ompi_communicator_t *comm);

@@ -84,7 +84,12 @@ unsafe extern "C" fn register() -> c_int {
             return ffi::ERROR;
         }
         // SAFETY: the pointer is our component's version block.
-        unsafe { params::register(component_ptr()) }
+        let rc = unsafe { params::register(component_ptr()) };
+        if rc != ffi::SUCCESS {
+            return rc;
+        }
+        // SAFETY: as above.
+        unsafe { crate::pvar::register(component_ptr()) }
     })
 }
 

@@ -36,4 +36,6 @@ mod module;
 #[cfg(not(loom))]
 pub mod params;
 #[cfg(not(loom))]
+mod pvar;
+#[cfg(not(loom))]
 pub mod wait;

@@ -577,6 +577,25 @@ unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
     })
 }
 
+/// The barriers hwbarr served on `comm` (0 when another component serves
+/// its barrier), for the MPI_T performance variable.
+///
+/// # Safety
+/// `comm` must be a live communicator.
+pub(crate) unsafe fn served_on(comm: *mut Comm) -> u64 {
+    let (mut f, mut m) = (None, std::ptr::null_mut());
+    // SAFETY: reads the barrier entry of a live communicator.
+    unsafe { ffi::hwb_comm_current_barrier(comm, &mut f, &mut m) };
+    match f {
+        Some(f) if std::ptr::fn_addr_eq(f, barrier as BarrierFn) && !m.is_null() => {
+            // SAFETY: the communicator's barrier is ours, so its module is
+            // an hwbarr module made by `new_module`.
+            unsafe { state(m) }.served.load(Relaxed)
+        }
+        _ => 0,
+    }
+}
+
 /// Called by the module's C destructor: frees the Rust state.
 #[no_mangle]
 pub extern "C" fn hwbarr_module_state_drop(state: *mut c_void) {

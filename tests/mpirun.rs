@@ -805,3 +805,32 @@ fn a_build_for_the_other_release_line_is_refused_in_one_line() {
     assert_eq!(err.matches("but is loaded by Open MPI").count(), 1, "{}", job.dump());
     assert!(!err.contains("served"), "the foreign build must not serve: {}", job.dump());
 }
+
+/// The MPI_T performance variable `coll_hwbarr_barriers`, bound to a
+/// communicator, counts what hwbarr served there (the same number as its
+/// verbose line), 0 on MPI_COMM_SELF (declined) and 0 everywhere when
+/// hwbarr is disabled by priority.
+#[test]
+fn mpi_t_pvar_counts_the_barriers_served() {
+    let iters = 150u64;
+    for (alg, prio, want) in [("counter", "40", 2 * iters), ("toggle", "40", 2 * iters), ("linear", "40", iters), ("auto", "0", 0)] {
+        let it = iters.to_string();
+        let job = mpirun(
+            3,
+            &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_priority", prio), ("coll_hwbarr_verbose", "2")],
+            &[],
+            &["pvar", &it],
+            60,
+        );
+        assert!(job.ok(), "{alg}\n{}", job.dump());
+        let lines: Vec<String> = job.stdout().lines().filter(|l| l.contains(": pvar ")).map(String::from).collect();
+        assert_eq!(lines.len(), 3, "{alg}\n{}", job.dump());
+        for l in &lines {
+            assert!(l.ends_with(&format!("pvar dup={want} self=0 at_bind=0")), "{alg}: {l}\n{}", job.dump());
+        }
+        if want > 0 {
+            let cid = first_cids(&job.stderr(), 1);
+            assert_eq!(served(&job.stderr(), cid[0]), vec![want; 3], "{alg}: verbose agrees\n{}", job.dump());
+        }
+    }
+}
