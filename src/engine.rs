@@ -92,11 +92,20 @@ type Releases = Vec<*mut Request>;
 /// Enters and completes operations from the head of the queue for as long
 /// as they are released.
 fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
-    while !e.queue.is_empty() {
+    while let Some(front) = e.queue.front() {
         if e.head.is_none() {
             if let Some(rc) = st.broken() {
                 finish(st, e, rc, rel);
                 continue;
+            }
+            if front.req.is_null() && st.unusable() && !st.is_multi_node() {
+                // A blocking MPI_Barrier, and no device: its caller runs
+                // the blocking barrier below ours (`blocking`), as every
+                // peer does for this barrier. The non-blocking one below
+                // ours would be another algorithm on other tags, and the
+                // peers that called MPI_Barrier with nothing queued would
+                // never meet it.
+                break;
             }
             e.head = Some(if st.is_multi_node() {
                 match HierOp::start(st) {
@@ -220,6 +229,17 @@ pub fn blocking(st: &ModuleState) -> c_int {
                 drop(e);
                 release(rel);
                 return rc.unwrap_or(ffi::SUCCESS);
+            }
+            if e.head.is_none() && e.queue.front().is_some_and(|op| op.id == id) && st.unusable() && !st.is_multi_node() {
+                // Our turn, and the device is unusable (found by a barrier
+                // queued before ours): the blocking barrier below ours
+                // serves this one, outside our lock, as on every peer.
+                e.queue.pop_front();
+                e.finished = id + 1;
+                st.queued.store(!e.queue.is_empty(), Release);
+                drop(e);
+                release(rel);
+                return st.fallback_barrier();
             }
         }
         // SAFETY: opal_progress may be called from any MPI call.

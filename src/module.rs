@@ -449,7 +449,7 @@ impl ModuleState {
                 if self.rank == 0 {
                     say(&format!(
                         "communicator '{name}' (cid {}): no shared-memory device ({why}); \
-                         MPI_Barrier falls back to the next component",
+                         MPI_Barrier, MPI_Ibarrier and the persistent barrier fall back to the next component",
                         self.cid
                     ));
                 }
@@ -462,7 +462,7 @@ impl ModuleState {
         self.seg.get()
     }
 
-    fn fallback_barrier(&self) -> c_int {
+    pub(crate) fn fallback_barrier(&self) -> c_int {
         match &self.fallback {
             // SAFETY: a barrier function and module Open MPI installed on
             // this communicator; we hold a reference on the module.

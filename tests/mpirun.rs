@@ -671,3 +671,92 @@ fn fake_nodes_lazy_add_procs_and_async_modex() {
         return;
     }
 }
+
+// --- the device refused: fault injection (tests/fault_preload.c) ---
+
+/// tests/fault_preload.c built into the target directory (once).
+fn fault_preload() -> &'static Path {
+    static SO: OnceLock<PathBuf> = OnceLock::new();
+    SO.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fault_preload.c");
+        let so = target_dir().join("fault_preload.so");
+        let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&so)
+            .arg(&src)
+            .arg("-ldl")
+            .status()
+            .expect("run cc");
+        assert!(st.success(), "cc {src:?}");
+        so
+    })
+}
+
+/// The launcher options that inject `fault` on `ranks` ("all" or a comma
+/// list of world ranks) and pass the board and the first barrier's kind.
+fn fault_launch(fault: &str, ranks: &str, first: &str) -> Vec<String> {
+    vec![
+        "-x".into(),
+        format!("LD_PRELOAD={}", fault_preload().display()),
+        "-x".into(),
+        format!("HWBARR_FAULT={fault}"),
+        "-x".into(),
+        format!("HWBARR_FAULT_RANKS={ranks}"),
+        "-x".into(),
+        format!("HWBARR_FIRST={first}"),
+        "-x".into(),
+        "HWBARR_BOARD".into(),
+    ]
+}
+
+const FIRSTS: [&str; 4] = ["blocking", "nonblocking", "persistent", "order-a"];
+
+/// One `first` job on one node with `fault` on `ranks`.
+fn fault_job(np: usize, alg: &str, fault: &str, ranks: &str, first: &str, iters: u32, secs: u32) -> Job {
+    let b = board();
+    let launch = fault_launch(fault, ranks, first);
+    let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
+    let it = iters.to_string();
+    let _g = lock();
+    let t = std::time::Instant::now();
+    let out = launch_cmd(
+        np,
+        &launch,
+        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "1"), ("btl_vader_single_copy_mechanism", "none")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &["first", &it],
+        secs,
+    )
+    .output()
+    .expect("run mpirun");
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
+}
+
+/// Lines of hwbarr's fallback message.
+fn fallback_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.contains("no shared-memory device")).collect()
+}
+
+/// The device refused on every rank (memfd_create fails): whatever kind
+/// of barrier comes first — blocking, non-blocking, persistent, or
+/// ordering A (one rank blocks in MPI_Barrier while its MPI_Ibarrier is
+/// still in flight, the others wait for theirs first) — the job completes,
+/// every barrier is a barrier, and rank 0 says once that hwbarr fell back.
+#[test]
+fn device_refused_everywhere_falls_back_together() {
+    for np in [2, 3] {
+        for alg in ["counter", "toggle"] {
+            for first in FIRSTS {
+                let job = fault_job(np, alg, "memfd", "all", first, 100, 60);
+                let what = format!("np={np} {alg} first={first}");
+                assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+                assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), np, "{what}\n{}", job.dump());
+                let err = job.stderr();
+                let lines = fallback_lines(&err);
+                assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());
+                assert!(lines[0].contains("cannot create shared memory") && lines[0].contains("not implemented"), "{}", lines[0]);
+            }
+        }
+    }
+}
