@@ -760,3 +760,134 @@ fn device_refused_everywhere_falls_back_together() {
         }
     }
 }
+
+/// The device refused on some ranks only. Rank 0 creates the segment, so
+/// memfd refused elsewhere changes nothing; a peer that cannot map it (mmap
+/// refused, or rank 0 not dumpable so /proc/<pid>/fd is closed to peers)
+/// makes every rank fall back, and rank 0's one message names that peer.
+#[test]
+fn device_refused_on_some_ranks() {
+    let cases = [
+        ("memfd", "1,2", None),
+        ("memfd", "0", Some("cannot create shared memory: Function not implemented")),
+        ("mmap", "1", Some("rank 1 cannot map the segment: Operation not permitted")),
+        ("nodump", "0", Some("cannot map the segment: Permission denied")),
+    ];
+    for (i, (fault, ranks, want)) in cases.into_iter().enumerate() {
+        for (j, first) in FIRSTS.into_iter().enumerate() {
+            let alg = if (i + j) % 2 == 0 { "counter" } else { "toggle" };
+            let job = fault_job(3, alg, fault, ranks, first, 100, 60);
+            let what = format!("{fault} on {ranks}, {alg}, first={first}");
+            assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+            assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), 3, "{what}\n{}", job.dump());
+            let err = job.stderr();
+            let lines = fallback_lines(&err);
+            match want {
+                None => {
+                    assert!(lines.is_empty(), "{what}\n{}", job.dump());
+                    assert!(err.contains(&format!("MPI_Barrier served by {alg}")), "{what}\n{}", job.dump());
+                }
+                Some(w) => {
+                    assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());
+                    assert!(lines[0].contains(w), "{what}: {}", lines[0]);
+                }
+            }
+        }
+    }
+}
+
+/// memfd refused everywhere under the full semantics check (world, dup,
+/// splits, overlapping subsets, short-lived dups, blocking barriers with
+/// random delays): every communicator falls back, each says so once.
+#[test]
+fn device_refused_semantics() {
+    let b = board();
+    let launch = fault_launch("memfd", "all", "blocking");
+    let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
+    let job = {
+        let _g = lock();
+        let out = launch_cmd(
+            4,
+            &launch,
+            &[("coll_hwbarr_algorithm", "auto"), ("coll_hwbarr_verbose", "1")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["semantics", "300"],
+            120,
+        )
+        .output()
+        .expect("run mpirun");
+        Job { out, timed_out: false }
+    };
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
+    let err = job.stderr();
+    let lines = fallback_lines(&err);
+    // World, dup, the two halves of the split, the two subsets, the node's
+    // ranks, and 3 short-lived dups (some share context ids, not messages).
+    assert_eq!(lines.len(), 10, "one message per communicator: {lines:#?}");
+    assert!(err.contains("'MPI_COMM_WORLD' (cid 0): no shared-memory device"), "{}", job.dump());
+}
+
+/// Across fake nodes: memfd refused on one node's leader (rank 2 leads
+/// nodeb) or everywhere. A node without a device runs its local phases
+/// over point-to-point; the job completes with every kind of first barrier.
+#[test]
+fn fake_nodes_device_refused() {
+    let so = fault_preload().display().to_string();
+    for ranks in ["2", "all"] {
+        for first in FIRSTS {
+            let b = board();
+            let envs = format!(
+                "LD_PRELOAD={so};HWBARR_FAULT=memfd;HWBARR_FAULT_RANKS={ranks};HWBARR_FIRST={first};HWBARR_BOARD={}",
+                b.display()
+            );
+            let job = fake_nodes_env_list(
+                "nodea:2,nodeb:2",
+                &envs,
+                &[
+                    ("coll_hwbarr_algorithm", "counter"),
+                    ("coll_hwbarr_verbose", "2"),
+                    ("btl_vader_single_copy_mechanism", "none"),
+                ],
+                &["first", "60"],
+            );
+            let _ = std::fs::remove_dir_all(b.parent().unwrap());
+            let what = format!("memfd refused on {ranks}, first={first}");
+            assert!(job.ok(), "{what}\n{}", job.dump());
+            assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), 4, "{what}\n{}", job.dump());
+            let err = job.stderr();
+            // Verbose 2: each node's leader describes its node once for the dup (cid 3).
+            let node_lines: Vec<&str> = err.lines().filter(|l| l.contains("(cid 3, 4 ranks on 2 nodes)")).collect();
+            assert_eq!(node_lines.len(), 2, "{what}\n{}", job.dump());
+            let p2p = node_lines.iter().filter(|l| l.contains("linear over point-to-point (no shared memory: cannot create")).count();
+            assert_eq!(p2p, if ranks == "all" { 2 } else { 1 }, "{what}\n{}", job.dump());
+        }
+    }
+}
+
+/// As `fake_nodes`, with the ranks' environment given as Open MPI's
+/// `mca_base_env_list` ("A=1;B=2"; it cannot be mixed with `-x`).
+fn fake_nodes_env_list(hosts: &str, env_list: &str, mca: &[(&str, &str)], args: &[&str]) -> Job {
+    let root = scratch("fakenodes");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+    let np: usize = hosts.split(',').map(|h| h.rsplit(':').next().unwrap().parse::<usize>().unwrap()).sum();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("plm_rsh_agent", agent.to_str().unwrap()),
+        ("btl", "self,vader,tcp"),
+        ("btl_tcp_if_include", "lo"),
+        ("oob_tcp_if_include", "lo"),
+        ("mpi_yield_when_idle", "1"),
+        ("mca_base_env_list", env_list),
+    ];
+    all.extend_from_slice(mca);
+    let _g = lock();
+    let t = std::time::Instant::now();
+    let env = [("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())];
+    let out = launch_cmd(np, &["--host", hosts], &all, &env, args, 240).output().expect("run mpirun");
+    let job = Job { out, timed_out: t.elapsed().as_secs() >= 240 };
+    let left = files_under(&root);
+    let _ = std::fs::remove_dir_all(&root);
+    assert!(left.is_empty(), "fake nodes left files behind: {left:?}\n{}", job.dump());
+    job
+}
