@@ -98,7 +98,7 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 finish(st, e, rc, rel);
                 continue;
             }
-            if front.req.is_null() && st.unusable() && !st.is_multi_node() {
+            if front.req.is_null() && st.unusable() {
                 // A blocking MPI_Barrier, and no device: its caller runs
                 // the blocking barrier below ours (`blocking`), as every
                 // peer does for this barrier. The non-blocking one below
@@ -107,7 +107,18 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 // never meet it.
                 break;
             }
-            e.head = Some(if st.is_multi_node() {
+            e.head = Some(if st.unusable() {
+                // No device (or agreed on linear): the component below
+                // serves non-blocking barriers.
+                let mut r = null_mut();
+                match st.fallback_ibarrier(&mut r) {
+                    ffi::SUCCESS => Entered::Chained(r),
+                    rc => {
+                        finish(st, e, rc, rel);
+                        continue;
+                    }
+                }
+            } else if st.is_multi_node() {
                 match HierOp::start(st) {
                     Ok(h) => Entered::Hier(Box::new(h)),
                     Err(rc) => {
@@ -118,18 +129,9 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 }
             } else if let Some(seg) = st.segment() {
                 Entered::Device(st.arrive(seg))
-            } else if st.unusable() {
-                let mut r = null_mut();
-                match st.fallback_ibarrier(&mut r) {
-                    ffi::SUCCESS => Entered::Chained(r),
-                    rc => {
-                        finish(st, e, rc, rel);
-                        continue;
-                    }
-                }
             } else {
                 let t = st.topo().expect("one-node topology");
-                match Boot::start(st.comm(), &t.local, t.me) {
+                match Boot::start(st.comm(), &t.local, t.me, st.settings()) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
                         st.fail(rc);
@@ -230,7 +232,7 @@ pub fn blocking(st: &ModuleState) -> c_int {
                 release(rel);
                 return rc.unwrap_or(ffi::SUCCESS);
             }
-            if e.head.is_none() && e.queue.front().is_some_and(|op| op.id == id) && st.unusable() && !st.is_multi_node() {
+            if e.head.is_none() && e.queue.front().is_some_and(|op| op.id == id) && st.unusable() {
                 // Our turn, and the device is unusable (found by a barrier
                 // queued before ours): the blocking barrier below ours
                 // serves this one, outside our lock, as on every peer.
@@ -239,7 +241,7 @@ pub fn blocking(st: &ModuleState) -> c_int {
                 st.queued.store(!e.queue.is_empty(), Release);
                 drop(e);
                 release(rel);
-                return st.fallback_barrier();
+                return st.barrier_without_device();
             }
         }
         // SAFETY: opal_progress may be called from any MPI call.

@@ -891,3 +891,171 @@ fn fake_nodes_env_list(hosts: &str, env_list: &str, mca: &[(&str, &str)], args: 
     assert!(left.is_empty(), "fake nodes left files behind: {left:?}\n{}", job.dump());
     job
 }
+
+// --- ranks that disagree (issue 12 B): MPMD launches, settings per context ---
+
+/// An MPMD job: one app context per entry, `np` ranks with `vars` exported
+/// to them (`-x`, per context), all running barrier_check with `args`.
+/// `launch` and `mca` apply to the whole job.
+fn mpmd(contexts: &[(usize, Vec<String>)], launch: &[&str], mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", &secs.to_string(), "mpirun", "--oversubscribe", "--bind-to", "none"]);
+    c.args(launch);
+    c.args(["--mca", "mca_base_component_path", component_path()]);
+    for (k, v) in mca {
+        c.args(["--mca", k, v]);
+    }
+    for (i, (np, vars)) in contexts.iter().enumerate() {
+        if i > 0 {
+            c.arg(":");
+        }
+        c.args(["-np", &np.to_string()]);
+        for v in vars {
+            c.args(["-x", v]);
+        }
+        c.arg(target_dir().join("examples/barrier_check"));
+        c.args(args);
+    }
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let _g = lock();
+    let t = std::time::Instant::now();
+    let out = c.output().expect("run mpirun");
+    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
+}
+
+fn disagreement_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.contains("differs between ranks")).collect()
+}
+
+/// `mpirun -np 1 -x ..algorithm=A ./app : -np k -x ..algorithm=B ./app`:
+/// every rank runs rank 0's algorithm, rank 0 names the parameter and the
+/// ranks once, and every kind of first barrier completes with barrier
+/// semantics (no hang, no truncated message). Linear against the device
+/// algorithms both ways too.
+#[test]
+fn disagreeing_algorithms_run_rank_0s() {
+    let pairs = [("toggle", "counter", 1), ("counter", "toggle", 2), ("linear", "toggle", 1), ("toggle", "linear", 2), ("linear", "counter", 2)];
+    for (i, (a, b, k)) in pairs.into_iter().enumerate() {
+        for (j, first) in FIRSTS.into_iter().enumerate() {
+            if (i + j) % 2 == 1 && a != "toggle" {
+                continue; // keep the job count down: every pair still meets every first kind below
+            }
+            let board_file = board();
+            let ctx = |alg: &str| vec![
+                format!("OMPI_MCA_coll_hwbarr_algorithm={alg}"),
+                format!("HWBARR_FIRST={first}"),
+                "HWBARR_BOARD".to_string(),
+            ];
+            let job = mpmd(
+                &[(1, ctx(a)), (k, ctx(b))],
+                &[],
+                &[("coll_hwbarr_verbose", "1")],
+                &[("HWBARR_BOARD", board_file.to_str().unwrap())],
+                &["first", "60"],
+                60,
+            );
+            let _ = std::fs::remove_dir_all(board_file.parent().unwrap());
+            let what = format!("rank 0 {a}, {k} rank(s) {b}, first={first}");
+            assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+            assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), 1 + k, "{what}\n{}", job.dump());
+            let err = job.stderr();
+            let lines = disagreement_lines(&err);
+            assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());
+            let ranks = if k == 1 { "rank 1".to_string() } else { "ranks 1, 2".to_string() };
+            let want = format!("coll_hwbarr_algorithm differs between ranks ({a} on rank 0; {b} on {ranks}); every rank uses rank 0's algorithm ({a})");
+            assert!(lines[0].contains(&want), "{what}: want '{want}'\n{}", lines[0]);
+            if a != "linear" {
+                assert!(err.contains(&format!("MPI_Barrier served by {a}")), "{what}\n{}", job.dump());
+            }
+        }
+    }
+}
+
+/// The same job with the same settings everywhere says nothing about
+/// disagreement (the message above is not printed by default).
+#[test]
+fn agreeing_ranks_print_no_disagreement() {
+    let b = board();
+    let ctx = || vec!["OMPI_MCA_coll_hwbarr_algorithm=toggle".to_string(), "HWBARR_FIRST=order-a".into(), "HWBARR_BOARD".into()];
+    let job = mpmd(&[(1, ctx()), (1, ctx())], &[], &[("coll_hwbarr_verbose", "1")], &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "60"], 60);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert!(disagreement_lines(&job.stderr()).is_empty(), "{}", job.dump());
+}
+
+/// Across fake nodes, nodea's ranks asking for toggle and the counter
+/// broadcast, nodeb's for counter and dissemination: rank 0 (on nodea)
+/// names both parameters, every rank runs toggle and the counter
+/// broadcast, and the full semantics check passes.
+#[test]
+fn fake_nodes_disagreeing_inter_and_algorithm() {
+    let root = scratch("fakenodes");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+    let b = board();
+    let ctx = |alg: &str, inter: &str| {
+        vec![
+            format!("OMPI_MCA_coll_hwbarr_algorithm={alg}"),
+            format!("OMPI_MCA_coll_hwbarr_inter={inter}"),
+            "HWBARR_BOARD".to_string(),
+        ]
+    };
+    let job = mpmd(
+        &[(2, ctx("toggle", "counter")), (2, ctx("counter", "dissemination"))],
+        &["--host", "nodea:2,nodeb:2"],
+        &[
+            ("plm_rsh_agent", agent.to_str().unwrap()),
+            ("btl", "self,vader,tcp"),
+            ("btl_tcp_if_include", "lo"),
+            ("oob_tcp_if_include", "lo"),
+            ("mpi_yield_when_idle", "1"),
+            ("coll_hwbarr_verbose", "2"),
+        ],
+        &[("HWBARR_FAKENODE_ROOT", root.to_str().unwrap()), ("HWBARR_BOARD", b.to_str().unwrap())],
+        &["semantics", "200"],
+        240,
+    );
+    let left = files_under(&root);
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(left.is_empty(), "fake nodes left files behind: {left:?}");
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
+    let err = job.stderr();
+    let world: Vec<&str> = disagreement_lines(&err).into_iter().filter(|l| l.contains("'MPI_COMM_WORLD'")).collect();
+    assert_eq!(world.len(), 1, "{}", job.dump());
+    for want in [
+        "coll_hwbarr_algorithm differs between ranks (toggle on ranks 0, 1; counter on ranks 2, 3)",
+        "coll_hwbarr_inter differs between ranks (counter broadcast on ranks 0, 1; dissemination on ranks 2, 3)",
+        "every rank uses rank 0's settings (algorithm toggle, inter counter broadcast)",
+    ] {
+        assert!(world[0].contains(want), "want '{want}': {}", world[0]);
+    }
+    assert_eq!(served(&err, 0), vec![200; 4], "{}", job.dump());
+    assert!(err.contains("(cid 0, 4 ranks on 2 nodes): node of rank 0: 2 ranks, toggle on shared memory"), "{}", job.dump());
+    assert!(err.contains("counter broadcast among leaders"), "{}", job.dump());
+}
+
+/// hwbarr selected on rank 0 only (coll_hwbarr_priority=0 on rank 1): the
+/// first blocking barrier cannot meet (hwbarr's first exchange against
+/// tuned's barrier). The job must end at once, not hang, and hwbarr's
+/// rank says why. (First barriers that are non-blocking still hang: see
+/// the README's "Ranks that disagree".)
+#[test]
+fn hwbarr_on_some_ranks_only_fails_fast() {
+    for (p0, p1) in [("40", "0"), ("0", "40")] {
+        let b = board();
+        let ctx = |prio: &str| vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()];
+        let job = mpmd(&[(1, ctx(p0)), (1, ctx(p1))], &[], &[], &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 60);
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        assert!(!job.ok() && !job.timed_out(), "priority {p0}/{p1}: must fail fast\n{}", job.dump());
+        let peer = if p0 == "40" { 1 } else { 0 };
+        assert!(
+            job.stderr().contains(&format!("rank {peer} does not run hwbarr's barrier on this communicator")),
+            "{}",
+            job.dump()
+        );
+    }
+}
