@@ -100,7 +100,7 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
             }
             if front.req.is_null() && st.unusable() {
                 // A blocking MPI_Barrier, and no device: its caller runs
-                // the blocking barrier below ours (`blocking`), as every
+                // a blocking barrier without it (`blocking`), as every
                 // peer does for this barrier. The non-blocking one below
                 // ours would be another algorithm on other tags, and the
                 // peers that called MPI_Barrier with nothing queued would
@@ -233,9 +233,10 @@ pub fn blocking(st: &ModuleState) -> c_int {
                 return rc.unwrap_or(ffi::SUCCESS);
             }
             if e.head.is_none() && e.queue.front().is_some_and(|op| op.id == id) && st.unusable() {
-                // Our turn, and the device is unusable (found by a barrier
-                // queued before ours): the blocking barrier below ours
-                // serves this one, outside our lock, as on every peer.
+                // Our turn, and no device (found by a barrier queued before
+                // ours): the blocking barrier below ours (or hwbarr's linear
+                // one, if agreed on) serves this one, outside our lock, as
+                // on every peer.
                 e.queue.pop_front();
                 e.finished = id + 1;
                 st.queued.store(!e.queue.is_empty(), Release);
