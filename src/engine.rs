@@ -92,13 +92,33 @@ type Releases = Vec<*mut Request>;
 /// Enters and completes operations from the head of the queue for as long
 /// as they are released.
 fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
-    while !e.queue.is_empty() {
+    while let Some(front) = e.queue.front() {
         if e.head.is_none() {
             if let Some(rc) = st.broken() {
                 finish(st, e, rc, rel);
                 continue;
             }
-            e.head = Some(if st.is_multi_node() {
+            if front.req.is_null() && st.unusable() {
+                // A blocking MPI_Barrier, and no device: its caller runs
+                // a blocking barrier without it (`blocking`), as every
+                // peer does for this barrier. The non-blocking one below
+                // ours would be another algorithm on other tags, and the
+                // peers that called MPI_Barrier with nothing queued would
+                // never meet it.
+                break;
+            }
+            e.head = Some(if st.unusable() {
+                // No device (or agreed on linear): the component below
+                // serves non-blocking barriers.
+                let mut r = null_mut();
+                match st.fallback_ibarrier(&mut r) {
+                    ffi::SUCCESS => Entered::Chained(r),
+                    rc => {
+                        finish(st, e, rc, rel);
+                        continue;
+                    }
+                }
+            } else if st.is_multi_node() {
                 match HierOp::start(st) {
                     Ok(h) => Entered::Hier(Box::new(h)),
                     Err(rc) => {
@@ -109,18 +129,9 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 }
             } else if let Some(seg) = st.segment() {
                 Entered::Device(st.arrive(seg))
-            } else if st.unusable() {
-                let mut r = null_mut();
-                match st.fallback_ibarrier(&mut r) {
-                    ffi::SUCCESS => Entered::Chained(r),
-                    rc => {
-                        finish(st, e, rc, rel);
-                        continue;
-                    }
-                }
             } else {
                 let t = st.topo().expect("one-node topology");
-                match Boot::start(st.comm(), &t.local, t.me) {
+                match Boot::start(st.comm(), &t.local, t.me, st.settings()) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
                         st.fail(rc);
@@ -220,6 +231,18 @@ pub fn blocking(st: &ModuleState) -> c_int {
                 drop(e);
                 release(rel);
                 return rc.unwrap_or(ffi::SUCCESS);
+            }
+            if e.head.is_none() && e.queue.front().is_some_and(|op| op.id == id) && st.unusable() {
+                // Our turn, and no device (found by a barrier queued before
+                // ours): the blocking barrier below ours (or hwbarr's linear
+                // one, if agreed on) serves this one, outside our lock, as
+                // on every peer.
+                e.queue.pop_front();
+                e.finished = id + 1;
+                st.queued.store(!e.queue.is_empty(), Release);
+                drop(e);
+                release(rel);
+                return st.barrier_without_device();
             }
         }
         ffi::progress();

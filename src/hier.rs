@@ -16,7 +16,9 @@
 
 use std::ffi::c_int;
 
-use crate::bootstrap::Boot;
+use crate::agree::Settings;
+use crate::bootstrap::{Boot, Verdict};
+use crate::params::Algorithm;
 use crate::inter::{self, InterAlgorithm};
 use crate::linear::Flight;
 use crate::module::{ModuleState, Ticket};
@@ -53,7 +55,7 @@ impl HierOp {
     /// Enters a barrier on `st` (a communicator spanning nodes).
     pub fn start(st: &ModuleState) -> Result<HierOp, c_int> {
         let stage = match st.topo() {
-            None => Stage::Layout(Box::new(Exchange::start(st.comm(), st.rank, st.size)?)),
+            None => Stage::Layout(Box::new(Exchange::start(st.comm(), st.rank, st.size, st.settings())?)),
             Some(t) => Stage::Gather(local(st, t)?),
         };
         Ok(HierOp { stage })
@@ -65,13 +67,21 @@ impl HierOp {
             let next = match &mut self.stage {
                 Stage::Layout(x) => match x.poll()? {
                     None => return Ok(false),
-                    Some(t) => {
+                    Some((t, agreed)) => {
                         let alone = t.local.len() < 2;
-                        let boot = if alone { None } else { Some(Boot::start(st.comm(), &t.local, t.me)?) };
-                        st.layout_known(t);
+                        let device = agreed.fallback.is_none() && agreed.algorithm != Algorithm::Linear;
+                        let settings = Settings { algorithm: agreed.algorithm, inter: Some(agreed.inter) };
+                        let boot = if alone || !device {
+                            None
+                        } else {
+                            Some(Boot::start(st.comm(), &t.local, t.me, settings)?)
+                        };
+                        st.layout_known(t, agreed);
                         match boot {
                             None => {
-                                st.node_ready(None);
+                                if device {
+                                    st.node_ready(None);
+                                }
                                 return Ok(true);
                             }
                             Some(b) => Stage::Boot(Box::new(b)),
@@ -80,8 +90,12 @@ impl HierOp {
                 },
                 Stage::Boot(b) => match b.poll()? {
                     None => return Ok(false),
-                    Some(outcome) => {
-                        st.node_ready(Some(outcome));
+                    Some(agreed) => {
+                        st.node_ready(Some(match agreed.verdict {
+                            Verdict::Device(seg) => Ok(seg),
+                            Verdict::NoDevice(why) => Err(why),
+                            Verdict::Linear => Err("agreed on linear".into()),
+                        }));
                         return Ok(true);
                     }
                 },

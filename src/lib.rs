@@ -12,6 +12,8 @@ pub mod core;
 pub mod sync;
 
 #[cfg(not(loom))]
+mod agree;
+#[cfg(not(loom))]
 mod bootstrap;
 #[cfg(not(loom))]
 mod component;

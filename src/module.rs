@@ -3,8 +3,8 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8};
 use std::sync::{Mutex, OnceLock};
 
 use once_cell::sync::Lazy;
@@ -12,6 +12,8 @@ use once_cell::sync::Lazy;
 use std::sync::atomic::fence;
 use std::sync::atomic::Ordering::SeqCst;
 
+use crate::agree::Settings;
+use crate::bootstrap::{Agreed, Verdict};
 use crate::core::{counter, toggle};
 use crate::device::Segment;
 use crate::ffi::{self, Module, ompi_communicator_t as Comm, ompi_request_t as Request};
@@ -82,6 +84,24 @@ pub fn choose(requested: Algorithm, size: usize) -> Algorithm {
     }
 }
 
+fn alg_code(a: Algorithm) -> u8 {
+    match a {
+        Algorithm::Toggle => 0,
+        Algorithm::Counter => 1,
+        Algorithm::Linear => 2,
+        Algorithm::Auto => 3,
+    }
+}
+
+fn alg_from(c: u8) -> Algorithm {
+    match c {
+        0 => Algorithm::Toggle,
+        1 => Algorithm::Counter,
+        2 => Algorithm::Linear,
+        _ => Algorithm::Auto,
+    }
+}
+
 /// The barrier a lower-priority component had installed, kept (with a
 /// reference on its module) for when our device cannot be set up.
 struct Fallback<F> {
@@ -114,7 +134,11 @@ pub struct ModuleState {
     pub(crate) rank: c_int,
     pub(crate) size: c_int,
     cid: u32,
-    algorithm: Algorithm,
+    /// The algorithm (resolved from `auto`): ours until the first exchange,
+    /// then rank 0's, which every rank runs (`agree`).
+    algorithm: AtomicU8,
+    /// The first exchange is over: `algorithm` is the agreed one.
+    agreed: AtomicBool,
     /// What the user asked for (`auto` is resolved into `algorithm`).
     requested: Algorithm,
     verbose: c_int,
@@ -165,7 +189,8 @@ impl ModuleState {
             rank,
             size,
             cid,
-            algorithm: choose(requested, size as usize),
+            algorithm: AtomicU8::new(alg_code(choose(requested, size as usize))),
+            agreed: AtomicBool::new(false),
             requested,
             verbose: p.verbose,
             policy,
@@ -192,14 +217,25 @@ impl ModuleState {
         Pml { comm: self.comm }
     }
 
-    /// Serves MPI_Barrier on the shared-memory device (toggle, counter).
-    pub fn on_device(&self) -> bool {
-        matches!(self.algorithm, Algorithm::Toggle | Algorithm::Counter)
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        alg_from(self.algorithm.load(Relaxed))
     }
 
-    /// Serves the non-blocking and persistent barriers too.
-    pub fn nonblocking(&self) -> bool {
-        self.on_device()
+    /// What this rank brings to the first exchange.
+    pub(crate) fn settings(&self) -> Settings {
+        Settings { algorithm: self.algorithm(), inter: self.inter_requested }
+    }
+
+    /// Serves MPI_Barrier on the shared-memory device (toggle, counter).
+    pub fn on_device(&self) -> bool {
+        matches!(self.algorithm(), Algorithm::Toggle | Algorithm::Counter)
+    }
+
+    /// Adopts rank 0's algorithm (first exchange). Release: a thread that
+    /// sees `agreed` sees the algorithm.
+    fn adopt(&self, a: Algorithm) {
+        self.algorithm.store(alg_code(a), Relaxed);
+        self.agreed.store(true, Release);
     }
 
     pub(crate) fn is_multi_node(&self) -> bool {
@@ -241,13 +277,11 @@ impl ModuleState {
     /// MPI_Barrier on this communicator.
     fn barrier(&self) -> c_int {
         if !self.on_device() {
-            return match linear::barrier(self.pml(), self.rank, self.size) {
-                Ok(()) => {
-                    self.count_served();
-                    ffi::SUCCESS
-                }
-                Err(rc) => rc,
-            };
+            if !self.agreed.load(Acquire) {
+                // The first exchange (every rank takes part), then linear.
+                return engine::blocking(self);
+            }
+            return self.linear_barrier();
         }
         if self.unusable() {
             return self.fallback_barrier();
@@ -285,6 +319,26 @@ impl ModuleState {
         }
     }
 
+    fn linear_barrier(&self) -> c_int {
+        match linear::barrier(self.pml(), self.rank, self.size) {
+            Ok(()) => {
+                self.count_served();
+                ffi::SUCCESS
+            }
+            Err(rc) => rc,
+        }
+    }
+
+    /// A blocking barrier once the first exchange decided against the
+    /// device: hwbarr's linear barrier if agreed on, else the one below ours.
+    pub(crate) fn barrier_without_device(&self) -> c_int {
+        if self.algorithm() == Algorithm::Linear {
+            self.linear_barrier()
+        } else {
+            self.fallback_barrier()
+        }
+    }
+
     /// Enters a barrier on the device, waking ranks our arrival released.
     /// Sleepers announce themselves before sleeping and the releasing rank
     /// looks after releasing (SeqCst fences on both sides), so either the
@@ -293,7 +347,7 @@ impl ModuleState {
     pub(crate) fn arrive(&self, seg: &Segment) -> Ticket {
         let t = self.topo.get().expect("topology known before the device");
         let me = t.me;
-        if self.algorithm == Algorithm::Counter {
+        if self.algorithm() == Algorithm::Counter {
             let (cells, asleep) = (seg.counters(), seg.asleep());
             counter::arrive_with(cells, me, |q| {
                 fence(SeqCst);
@@ -350,11 +404,31 @@ impl ModuleState {
         wait::wait_until(self.policy, || self.released(seg, t), progress, sleep);
     }
 
-    /// Multi-node, first barrier: the layout is known; the leaders'
-    /// algorithm follows from the node count.
-    pub(crate) fn layout_known(&self, t: Topo) {
-        let _ = self.inter.set(inter::choose(self.inter_requested, t.leaders.len()));
+    /// Multi-node, first barrier: the layout is known, and rank 0's
+    /// settings (`agreed`: local algorithm and leaders' algorithm, or why
+    /// every rank falls back).
+    pub(crate) fn layout_known(&self, t: Topo, agreed: crate::topo::Agreed) {
+        let _ = self.inter.set(agreed.inter);
         let _ = self.topo.set(t);
+        if let (Some(d), 0) = (&agreed.disagreement, self.rank) {
+            say(&format!("communicator '{}' (cid {}): {d}", self.name(), self.cid));
+        }
+        if let Some(why) = agreed.fallback {
+            if self.rank == 0 {
+                say(&format!(
+                    "communicator '{}' (cid {}): {why}; MPI_Barrier, MPI_Ibarrier and the persistent barrier \
+                     fall back to the next component",
+                    self.name(),
+                    self.cid
+                ));
+            }
+            self.unusable.store(true, Relaxed);
+        } else if agreed.algorithm == Algorithm::Linear {
+            // Linear over the whole communicator; the non-blocking barriers
+            // go to the component below, as when hwbarr runs linear.
+            self.unusable.store(true, Relaxed);
+        }
+        self.adopt(agreed.algorithm);
     }
 
     pub(crate) fn inter_algorithm(&self) -> InterAlgorithm {
@@ -370,7 +444,7 @@ impl ModuleState {
             None => "alone on its node".to_string(),
             Some(Ok(seg)) => {
                 let _ = self.seg.set(seg);
-                format!("{} on shared memory ({})", self.algorithm, self.waiting())
+                format!("{} on shared memory ({})", self.algorithm(), self.waiting())
             }
             // No segment: the local phases run over point-to-point.
             Some(Err(why)) => {
@@ -422,15 +496,22 @@ impl ModuleState {
         format!("waiting by {:?}, {} polls per progress turn", self.policy.idle, self.policy.spins)
     }
 
-    /// The device exchange finished: keep the segment, or give up on it.
-    pub(crate) fn device_ready(&self, outcome: Result<Segment, String>) {
+    /// The device exchange finished (one node): adopt rank 0's algorithm,
+    /// keep the segment, or give up on it.
+    pub(crate) fn device_ready(&self, agreed: Agreed) {
         let name = self.name();
-        match outcome {
-            Ok(seg) => {
+        if let (Some(d), 0) = (&agreed.disagreement, self.rank) {
+            say(&format!("communicator '{name}' (cid {}): {d}", self.cid));
+        }
+        let alg = agreed.algorithm;
+        match agreed.verdict {
+            Verdict::Device(seg) => {
                 if self.rank == 0 && self.verbose >= 1 {
                     let alg = match self.requested {
-                        Algorithm::Auto => format!("{} (auto: {} ranks, {})", self.algorithm, self.size, self.waiting()),
-                        a => format!("{a} ({})", self.waiting()),
+                        Algorithm::Auto if alg == choose(Algorithm::Auto, self.size as usize) => {
+                            format!("{alg} (auto: {} ranks, {})", self.size, self.waiting())
+                        }
+                        _ => format!("{alg} ({})", self.waiting()),
                     };
                     say(&format!(
                         "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \
@@ -442,24 +523,30 @@ impl ModuleState {
                 }
                 let _ = self.seg.set(seg);
             }
-            Err(why) => {
+            Verdict::Linear => {
+                // Every rank runs linear; the non-blocking barriers go to the
+                // component below, as when hwbarr runs linear.
+                self.unusable.store(true, Relaxed);
+            }
+            Verdict::NoDevice(why) => {
                 if self.rank == 0 {
                     say(&format!(
                         "communicator '{name}' (cid {}): no shared-memory device ({why}); \
-                         MPI_Barrier falls back to the next component",
+                         MPI_Barrier, MPI_Ibarrier and the persistent barrier fall back to the next component",
                         self.cid
                     ));
                 }
                 self.unusable.store(true, Relaxed);
             }
         }
+        self.adopt(alg);
     }
 
     pub(crate) fn segment(&self) -> Option<&Segment> {
         self.seg.get()
     }
 
-    fn fallback_barrier(&self) -> c_int {
+    pub(crate) fn fallback_barrier(&self) -> c_int {
         match &self.fallback {
             // SAFETY: a barrier function and module Open MPI installed on
             // this communicator; we hold a reference on the module.
@@ -488,7 +575,7 @@ impl Drop for ModuleState {
         if self.verbose >= 2 && served > 0 {
             say(&format!(
                 "rank {} of communicator cid {}: served {} barriers with {}",
-                self.rank, self.cid, served, self.algorithm
+                self.rank, self.cid, served, self.algorithm()
             ));
         }
     }
@@ -523,10 +610,10 @@ pub fn new_module(mut st: ModuleState) -> *mut Module {
         (*m).coll_module_enable = Some(enable);
         (*m).coll_module_disable = Some(disable);
         (*m).coll_barrier = Some(barrier);
-        if st.nonblocking() {
-            (*m).coll_ibarrier = Some(engine::ibarrier);
-            (*m).coll_barrier_init = Some(engine::barrier_init);
-        }
+        // Every algorithm: the first barrier of any kind is the first
+        // exchange, in which the ranks agree on one algorithm.
+        (*m).coll_ibarrier = Some(engine::ibarrier);
+        (*m).coll_barrier_init = Some(engine::barrier_init);
         st.module = m;
         ffi::hwb_module_set_state(m, Box::into_raw(Box::new(st)).cast());
         m

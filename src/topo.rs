@@ -4,7 +4,11 @@
 
 use std::ffi::c_int;
 
+use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::core::toggle;
+use crate::inter::{self, InterAlgorithm};
+use crate::module::say;
+use crate::params::Algorithm;
 use crate::ffi::ompi_communicator_t as Comm;
 use crate::linear::Flight;
 
@@ -84,31 +88,59 @@ fn name_words(host: &str) -> [u64; NAME_WORDS] {
     std::array::from_fn(|i| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap()))
 }
 
+/// A rank's first message: hello, host name, settings.
+const HELLO_WORDS: usize = 1 + NAME_WORDS + SETTINGS_WORDS;
+/// After the node ids: hello, rank 0's local algorithm, the agreed leaders'
+/// algorithm, and 1 if the ranks fall back together (protocol versions).
+const TAIL_WORDS: usize = 4;
+
+/// What rank 0 decided in the layout exchange, the same on every rank.
+pub struct Agreed {
+    /// The local algorithm (rank 0's, resolved).
+    pub algorithm: Algorithm,
+    /// The leaders' algorithm (rank 0's request, resolved by node count).
+    pub inter: InterAlgorithm,
+    /// Some(why): every rank falls back to the component below.
+    pub fallback: Option<String>,
+    /// Rank 0 only: what differed between the ranks.
+    pub disagreement: Option<String>,
+}
+
 /// Finding the layout on a communicator's first barrier, without blocking:
-/// every rank sends its host name to rank 0, which answers each with every
-/// rank's node id. Rank 0 hears from all before anyone hears back, so the
+/// every rank sends its host name and settings to rank 0, which answers
+/// each with every rank's node id and the settings every rank adopts
+/// (`agree`). Rank 0 hears from all before anyone hears back, so the
 /// exchange is itself a barrier.
 pub struct Exchange {
     rank: c_int,
+    settings: Settings,
     flight: Flight,
-    /// Rank 0: every rank's name (ours in slot 0). Others: our own.
-    names: Vec<[u64; NAME_WORDS]>,
-    /// Every rank's node id, from rank 0.
+    /// Rank 0: every rank's first message (ours in slot 0). Others: our own.
+    names: Vec<[u64; HELLO_WORDS]>,
+    /// Every rank's node id, then `TAIL_WORDS`, from rank 0.
     ids: Vec<u64>,
     /// Rank 0 has sent the ids.
     answered: bool,
+    disagreement: Option<String>,
+    fallback: Option<String>,
 }
 
 impl Exchange {
-    pub fn start(comm: *mut Comm, rank: c_int, size: c_int) -> Result<Exchange, c_int> {
+    pub fn start(comm: *mut Comm, rank: c_int, size: c_int, settings: Settings) -> Result<Exchange, c_int> {
         let n = size as usize;
-        let mine = name_words(&hostname());
+        let mut mine = [0u64; HELLO_WORDS];
+        mine[0] = agree::hello();
+        mine[1..1 + NAME_WORDS].copy_from_slice(&name_words(&hostname()));
+        mine[1 + NAME_WORDS..].copy_from_slice(&settings.words());
         let mut x = Exchange {
             rank,
+            settings,
             flight: Flight::new(comm),
             names: if rank == 0 { vec![mine; n] } else { vec![mine] },
-            ids: vec![0; n],
+            ids: vec![0; n + TAIL_WORDS],
             answered: false,
+            disagreement: None,
+            fallback: None,
         };
         if rank == 0 {
             for q in 1..n {
@@ -121,25 +153,90 @@ impl Exchange {
         Ok(x)
     }
 
-    /// Advances without blocking: `Ok(Some(layout))` once known.
-    pub fn poll(&mut self) -> Result<Option<Topo>, c_int> {
+    /// Rank 0: every first message arrived; find the layout, compare the
+    /// settings, and answer every rank.
+    fn decide(&mut self) -> Result<(), c_int> {
+        let n = self.names.len();
+        for (q, w) in self.names.iter().enumerate() {
+            match agree::greeting(w[0]) {
+                Greeting::Stranger => {
+                    say(&agree::stranger(q as c_int));
+                    return Err(crate::ffi::ERROR);
+                }
+                Greeting::Version(v) if self.fallback.is_none() => {
+                    self.fallback = Some(format!("rank {q} runs hwbarr protocol {v}, rank 0 protocol {}", agree::PROTOCOL));
+                }
+                _ => {}
+            }
+        }
+        let names: Vec<Vec<u8>> =
+            self.names.iter().map(|w| w[1..1 + NAME_WORDS].iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+        let ids = node_ids(&names);
+        let nodes = ids.iter().collect::<std::collections::HashSet<_>>().len();
+        let settings: Vec<Settings> =
+            self.names.iter().map(|w| Settings::from_words(&w[1 + NAME_WORDS..]).unwrap_or(self.settings)).collect();
+        let algs: Vec<(c_int, Algorithm)> = settings.iter().enumerate().map(|(q, s)| (q as c_int, s.algorithm)).collect();
+        let inters: Vec<(c_int, InterAlgorithm)> =
+            settings.iter().enumerate().map(|(q, s)| (q as c_int, inter::choose(s.inter, nodes))).collect();
+        let mine = &settings[0];
+        let inter = inter::choose(mine.inter, nodes);
+        let mut differ = Vec::new();
+        if let Some(d) = agree::differ(&algs) {
+            differ.push(("algorithm", d));
+        }
+        if let Some(d) = agree::differ(&inters) {
+            differ.push(("inter", d));
+        }
+        if !differ.is_empty() {
+            let chosen = format!("settings (algorithm {}, inter {inter})", mine.algorithm);
+            self.disagreement = Some(agree::disagreement(&differ, &chosen));
+        }
+        let code = |a: Algorithm| Settings { algorithm: a, inter: None }.words()[0];
+        let inter_code = Settings { algorithm: mine.algorithm, inter: Some(inter) }.words()[1];
+        self.ids = ids.into_iter().map(u64::from).collect();
+        self.ids.extend([agree::hello(), code(mine.algorithm), inter_code, self.fallback.is_some() as u64]);
+        for q in 1..n {
+            self.flight.isend(&self.ids[..], q as c_int)?;
+        }
+        Ok(())
+    }
+
+    /// Advances without blocking: `Ok(Some(layout, agreed))` once known.
+    pub fn poll(&mut self) -> Result<Option<(Topo, Agreed)>, c_int> {
         if !self.flight.done()? {
             return Ok(None);
         }
         if self.rank == 0 && !self.answered {
-            let names: Vec<Vec<u8>> =
-                self.names.iter().map(|w| w.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
-            self.ids = node_ids(&names).into_iter().map(u64::from).collect();
-            for q in 1..self.ids.len() {
-                self.flight.isend(&self.ids[..], q as c_int)?;
-            }
+            self.decide()?;
             self.answered = true;
             return self.poll();
         }
-        let nodes: Vec<u32> = self.ids.iter().map(|&i| i as u32).collect();
-        Ok(Some(Topo::from_nodes(&nodes, self.rank)))
+        let n = self.ids.len() - TAIL_WORDS;
+        let tail = &self.ids[n..];
+        if agree::greeting(tail[0]) == Greeting::Stranger {
+            say(&agree::stranger(0));
+            return Err(crate::ffi::ERROR);
+        }
+        let Some(s) = Settings::from_words(&tail[1..3]) else {
+            say(&agree::stranger(0));
+            return Err(crate::ffi::ERROR);
+        };
+        let fallback = match (tail[3], self.fallback.take()) {
+            (0, _) => None,
+            (_, Some(why)) => Some(why),
+            (_, None) => Some("hwbarr protocol versions differ between ranks".into()),
+        };
+        let nodes: Vec<u32> = self.ids[..n].iter().map(|&i| i as u32).collect();
+        let agreed = Agreed {
+            algorithm: s.algorithm,
+            inter: s.inter.unwrap_or_else(|| inter::choose(None, 1)),
+            fallback,
+            disagreement: self.disagreement.take(),
+        };
+        Ok(Some((Topo::from_nodes(&nodes, self.rank), agreed)))
     }
 }
+
 
 impl Drop for Exchange {
     fn drop(&mut self) {

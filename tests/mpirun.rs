@@ -134,6 +134,10 @@ mod rte {
             vec![("plm_rsh_agent", agent.to_string()), ("oob_tcp_if_include", "lo".to_string())]
         }
     }
+    /// The shared-memory BTL's single-copy (CMA/XPMEM) switch.
+    pub fn single_copy_param() -> &'static str {
+        if super::ompi_major() >= 5 { "btl_sm_single_copy_mechanism" } else { "btl_vader_single_copy_mechanism" }
+    }
     /// The shared-memory BTL's name.
     pub fn shm_btl() -> &'static str {
         if super::ompi_major() >= 5 { "sm" } else { "vader" }
@@ -832,5 +836,398 @@ fn mpi_t_pvar_counts_the_barriers_served() {
             let cid = first_cids(&job.stderr(), 1);
             assert_eq!(served(&job.stderr(), cid[0]), vec![want; 3], "{alg}: verbose agrees\n{}", job.dump());
         }
+    }
+}
+
+// --- the device refused: fault injection (tests/fault_preload.c) ---
+
+/// tests/fault_preload.c built into the target directory (once).
+fn fault_preload() -> &'static Path {
+    static SO: OnceLock<PathBuf> = OnceLock::new();
+    SO.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fault_preload.c");
+        let so = target_dir().join("fault_preload.so");
+        let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&so)
+            .arg(&src)
+            .arg("-ldl")
+            .status()
+            .expect("run cc");
+        assert!(st.success(), "cc {src:?}");
+        so
+    })
+}
+
+/// The launcher options that inject `fault` on `ranks` ("all" or a comma
+/// list of world ranks) and pass the board and the first barrier's kind.
+fn fault_launch(fault: &str, ranks: &str, first: &str) -> Vec<String> {
+    vec![
+        "-x".into(),
+        format!("LD_PRELOAD={}", fault_preload().display()),
+        "-x".into(),
+        format!("HWBARR_FAULT={fault}"),
+        "-x".into(),
+        format!("HWBARR_FAULT_RANKS={ranks}"),
+        "-x".into(),
+        format!("HWBARR_FIRST={first}"),
+        "-x".into(),
+        "HWBARR_BOARD".into(),
+    ]
+}
+
+const FIRSTS: [&str; 4] = ["blocking", "nonblocking", "persistent", "order-a"];
+
+/// One `first` job on one node with `fault` on `ranks`.
+fn fault_job(np: usize, alg: &str, fault: &str, ranks: &str, first: &str, iters: u32, secs: u32) -> Job {
+    let b = board();
+    let launch = fault_launch(fault, ranks, first);
+    let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
+    let it = iters.to_string();
+    let _g = lock();
+    let t = std::time::Instant::now();
+    let out = launch_cmd(
+        np,
+        &launch,
+        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "1"), (rte::single_copy_param(), "none")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &["first", &it],
+        secs,
+    )
+    .output()
+    .expect("run mpirun");
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
+}
+
+/// Lines of hwbarr's fallback message.
+fn fallback_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.contains("no shared-memory device")).collect()
+}
+
+/// The device refused on every rank (memfd_create fails): whatever kind
+/// of barrier comes first — blocking, non-blocking, persistent, or
+/// ordering A (one rank blocks in MPI_Barrier while its MPI_Ibarrier is
+/// still in flight, the others wait for theirs first) — the job completes,
+/// every barrier is a barrier, and rank 0 says once that hwbarr fell back.
+#[test]
+fn device_refused_everywhere_falls_back_together() {
+    for np in [2, 3] {
+        for alg in ["counter", "toggle"] {
+            for first in FIRSTS {
+                let job = fault_job(np, alg, "memfd", "all", first, 100, 60);
+                let what = format!("np={np} {alg} first={first}");
+                assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+                assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), np, "{what}\n{}", job.dump());
+                let err = job.stderr();
+                let lines = fallback_lines(&err);
+                assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());
+                assert!(lines[0].contains("cannot create shared memory") && lines[0].contains("not implemented"), "{}", lines[0]);
+            }
+        }
+    }
+}
+
+/// The device refused on some ranks only. Rank 0 creates the segment, so
+/// memfd refused elsewhere changes nothing; a peer that cannot map it (mmap
+/// refused, or rank 0 not dumpable so /proc/<pid>/fd is closed to peers)
+/// makes every rank fall back, and rank 0's one message names that peer.
+#[test]
+fn device_refused_on_some_ranks() {
+    let cases = [
+        ("memfd", "1,2", None),
+        ("memfd", "0", Some("cannot create shared memory: Function not implemented")),
+        ("mmap", "1", Some("rank 1 cannot map the segment: Operation not permitted")),
+        ("nodump", "0", Some("cannot map the segment: Permission denied")),
+    ];
+    for (i, (fault, ranks, want)) in cases.into_iter().enumerate() {
+        for (j, first) in FIRSTS.into_iter().enumerate() {
+            let alg = if (i + j) % 2 == 0 { "counter" } else { "toggle" };
+            let job = fault_job(3, alg, fault, ranks, first, 100, 60);
+            let what = format!("{fault} on {ranks}, {alg}, first={first}");
+            assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+            assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), 3, "{what}\n{}", job.dump());
+            let err = job.stderr();
+            let lines = fallback_lines(&err);
+            match want {
+                None => {
+                    assert!(lines.is_empty(), "{what}\n{}", job.dump());
+                    assert!(err.contains(&format!("MPI_Barrier served by {alg}")), "{what}\n{}", job.dump());
+                }
+                Some(w) => {
+                    assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());
+                    assert!(lines[0].contains(w), "{what}: {}", lines[0]);
+                }
+            }
+        }
+    }
+}
+
+/// memfd refused everywhere under the full semantics check (world, dup,
+/// splits, overlapping subsets, short-lived dups, blocking barriers with
+/// random delays): every communicator falls back, each says so once.
+#[test]
+fn device_refused_semantics() {
+    let b = board();
+    let launch = fault_launch("memfd", "all", "blocking");
+    let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
+    let job = {
+        let _g = lock();
+        let out = launch_cmd(
+            4,
+            &launch,
+            &[("coll_hwbarr_algorithm", "auto"), ("coll_hwbarr_verbose", "1")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["semantics", "300"],
+            120,
+        )
+        .output()
+        .expect("run mpirun");
+        Job { out, timed_out: false }
+    };
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
+    let err = job.stderr();
+    let lines = fallback_lines(&err);
+    // World, dup, the two halves of the split, the two subsets, the node's
+    // ranks, and 3 short-lived dups (some share context ids, not messages).
+    assert_eq!(lines.len(), 10, "one message per communicator: {lines:#?}");
+    assert!(err.contains("'MPI_COMM_WORLD' (cid 0): no shared-memory device"), "{}", job.dump());
+}
+
+/// Across fake nodes: memfd refused on one node's leader (rank 2 leads
+/// nodeb) or everywhere. A node without a device runs its local phases
+/// over point-to-point; the job completes with every kind of first barrier.
+#[test]
+fn fake_nodes_device_refused() {
+    let so = fault_preload().display().to_string();
+    for ranks in ["2", "all"] {
+        for first in FIRSTS {
+            let b = board();
+            let envs = format!(
+                "LD_PRELOAD={so};HWBARR_FAULT=memfd;HWBARR_FAULT_RANKS={ranks};HWBARR_FIRST={first};HWBARR_BOARD={}",
+                b.display()
+            );
+            let job = fake_nodes_env_list(
+                "nodea:2,nodeb:2",
+                &envs,
+                &[
+                    ("coll_hwbarr_algorithm", "counter"),
+                    ("coll_hwbarr_verbose", "2"),
+                    (rte::single_copy_param(), "none"),
+                ],
+                &["first", "60"],
+            );
+            let _ = std::fs::remove_dir_all(b.parent().unwrap());
+            let what = format!("memfd refused on {ranks}, first={first}");
+            assert!(job.ok(), "{what}\n{}", job.dump());
+            assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), 4, "{what}\n{}", job.dump());
+            let err = job.stderr();
+            // Verbose 2: each node's leader describes its node once for the dup (cid 3).
+            let node_lines: Vec<&str> = err.lines().filter(|l| l.contains("(cid 3, 4 ranks on 2 nodes)")).collect();
+            assert_eq!(node_lines.len(), 2, "{what}\n{}", job.dump());
+            let p2p = node_lines.iter().filter(|l| l.contains("linear over point-to-point (no shared memory: cannot create")).count();
+            assert_eq!(p2p, if ranks == "all" { 2 } else { 1 }, "{what}\n{}", job.dump());
+        }
+    }
+}
+
+/// As `fake_nodes`, with the ranks' environment given as Open MPI's
+/// `mca_base_env_list` ("A=1;B=2"; it cannot be mixed with `-x`).
+fn fake_nodes_env_list(hosts: &str, env_list: &str, mca: &[(&str, &str)], args: &[&str]) -> Job {
+    let root = scratch("fakenodes");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+    let np: usize = hosts.split(',').map(|h| h.rsplit(':').next().unwrap().parse::<usize>().unwrap()).sum();
+    let btl = format!("self,{},tcp", rte::shm_btl());
+    let rte_owned = rte::fake_node_params(agent.to_str().unwrap());
+    let rte: Vec<(&str, &str)> = rte_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("btl", &btl),
+        ("btl_tcp_if_include", "lo"),
+        ("mpi_yield_when_idle", "1"),
+        ("mca_base_env_list", env_list),
+    ];
+    all.extend_from_slice(mca);
+    let env = [("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())];
+    let job = run(launch_rte_cmd(np, &["--host", hosts], &rte, &all, &env, args, 240), 240);
+    let left = files_under(&root);
+    let _ = std::fs::remove_dir_all(&root);
+    assert!(left.is_empty(), "fake nodes left files behind: {left:?}\n{}", job.dump());
+    job
+}
+
+// --- ranks that disagree (issue 12 B): MPMD launches, settings per context ---
+
+/// An MPMD job: one app context per entry, `np` ranks with `vars` exported
+/// to them (`-x`, per context), all running barrier_check with `args`.
+/// `launch` and `mca` apply to the whole job.
+fn mpmd(
+    contexts: &[(usize, Vec<String>)],
+    launch: &[&str],
+    rte: &[(&str, &str)],
+    mca: &[(&str, &str)],
+    env: &[(&str, &str)],
+    args: &[&str],
+    secs: u32,
+) -> Job {
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", &secs.to_string(), "mpirun"]);
+    c.args(rte::oversubscribe());
+    c.args(launch);
+    for (k, v) in rte {
+        c.args([rte::param_flag(), k, v]);
+    }
+    c.args(["--mca", "mca_base_component_path", component_path()]);
+    for (k, v) in mca {
+        c.args(["--mca", k, v]);
+    }
+    for (i, (np, vars)) in contexts.iter().enumerate() {
+        if i > 0 {
+            c.arg(":");
+        }
+        c.args(["-np", &np.to_string()]);
+        for v in vars {
+            c.args(["-x", v]);
+        }
+        c.arg(target_dir().join("examples/barrier_check"));
+        c.args(args);
+    }
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run(c, secs)
+}
+
+fn disagreement_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.contains("differs between ranks")).collect()
+}
+
+/// `mpirun -np 1 -x ..algorithm=A ./app : -np k -x ..algorithm=B ./app`:
+/// every rank runs rank 0's algorithm, rank 0 names the parameter and the
+/// ranks once, and every kind of first barrier completes with barrier
+/// semantics (no hang, no truncated message). Linear against the device
+/// algorithms both ways too.
+#[test]
+fn disagreeing_algorithms_run_rank_0s() {
+    let pairs = [("toggle", "counter", 1), ("counter", "toggle", 2), ("linear", "toggle", 1), ("toggle", "linear", 2), ("linear", "counter", 2)];
+    for (i, (a, b, k)) in pairs.into_iter().enumerate() {
+        for (j, first) in FIRSTS.into_iter().enumerate() {
+            if (i + j) % 2 == 1 && a != "toggle" {
+                continue; // keep the job count down: every pair still meets every first kind below
+            }
+            let board_file = board();
+            let ctx = |alg: &str| vec![
+                format!("OMPI_MCA_coll_hwbarr_algorithm={alg}"),
+                format!("HWBARR_FIRST={first}"),
+                "HWBARR_BOARD".to_string(),
+            ];
+            let job = mpmd(
+                &[(1, ctx(a)), (k, ctx(b))],
+                &[],
+                &[],
+                &[("coll_hwbarr_verbose", "1")],
+                &[("HWBARR_BOARD", board_file.to_str().unwrap())],
+                &["first", "60"],
+                60,
+            );
+            let _ = std::fs::remove_dir_all(board_file.parent().unwrap());
+            let what = format!("rank 0 {a}, {k} rank(s) {b}, first={first}");
+            assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+            assert_eq!(job.stdout().matches(&format!("first {first} OK")).count(), 1 + k, "{what}\n{}", job.dump());
+            let err = job.stderr();
+            let lines = disagreement_lines(&err);
+            assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());
+            let ranks = if k == 1 { "rank 1".to_string() } else { "ranks 1, 2".to_string() };
+            let want = format!("coll_hwbarr_algorithm differs between ranks ({a} on rank 0; {b} on {ranks}); every rank uses rank 0's algorithm ({a})");
+            assert!(lines[0].contains(&want), "{what}: want '{want}'\n{}", lines[0]);
+            if a != "linear" {
+                assert!(err.contains(&format!("MPI_Barrier served by {a}")), "{what}\n{}", job.dump());
+            }
+        }
+    }
+}
+
+/// The same job with the same settings everywhere says nothing about
+/// disagreement (the message above is not printed by default).
+#[test]
+fn agreeing_ranks_print_no_disagreement() {
+    let b = board();
+    let ctx = || vec!["OMPI_MCA_coll_hwbarr_algorithm=toggle".to_string(), "HWBARR_FIRST=order-a".into(), "HWBARR_BOARD".into()];
+    let job = mpmd(&[(1, ctx()), (1, ctx())], &[], &[], &[("coll_hwbarr_verbose", "1")], &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "60"], 60);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert!(disagreement_lines(&job.stderr()).is_empty(), "{}", job.dump());
+}
+
+/// Across fake nodes, nodea's ranks asking for toggle and the counter
+/// broadcast, nodeb's for counter and dissemination: rank 0 (on nodea)
+/// names both parameters, every rank runs toggle and the counter
+/// broadcast, and the full semantics check passes.
+#[test]
+fn fake_nodes_disagreeing_inter_and_algorithm() {
+    let root = scratch("fakenodes");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+    let rte_owned = rte::fake_node_params(agent.to_str().unwrap());
+    let rte_params: Vec<(&str, &str)> = rte_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let btl = format!("self,{},tcp", rte::shm_btl());
+    let b = board();
+    let ctx = |alg: &str, inter: &str| {
+        vec![
+            format!("OMPI_MCA_coll_hwbarr_algorithm={alg}"),
+            format!("OMPI_MCA_coll_hwbarr_inter={inter}"),
+            "HWBARR_BOARD".to_string(),
+        ]
+    };
+    let job = mpmd(
+        &[(2, ctx("toggle", "counter")), (2, ctx("counter", "dissemination"))],
+        &["--host", "nodea:2,nodeb:2"],
+        &rte_params,
+        &[("btl", &btl), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1"), ("coll_hwbarr_verbose", "2")],
+        &[("HWBARR_FAKENODE_ROOT", root.to_str().unwrap()), ("HWBARR_BOARD", b.to_str().unwrap())],
+        &["semantics", "200"],
+        240,
+    );
+    let left = files_under(&root);
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(left.is_empty(), "fake nodes left files behind: {left:?}");
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
+    let err = job.stderr();
+    let world: Vec<&str> = disagreement_lines(&err).into_iter().filter(|l| l.contains("'MPI_COMM_WORLD'")).collect();
+    assert_eq!(world.len(), 1, "{}", job.dump());
+    for want in [
+        "coll_hwbarr_algorithm differs between ranks (toggle on ranks 0, 1; counter on ranks 2, 3)",
+        "coll_hwbarr_inter differs between ranks (counter broadcast on ranks 0, 1; dissemination on ranks 2, 3)",
+        "every rank uses rank 0's settings (algorithm toggle, inter counter broadcast)",
+    ] {
+        assert!(world[0].contains(want), "want '{want}': {}", world[0]);
+    }
+    assert_eq!(served(&err, 0), vec![200; 4], "{}", job.dump());
+    assert!(err.contains("(cid 0, 4 ranks on 2 nodes): node of rank 0: 2 ranks, toggle on shared memory"), "{}", job.dump());
+    assert!(err.contains("counter broadcast among leaders"), "{}", job.dump());
+}
+
+/// hwbarr selected on rank 0 only (coll_hwbarr_priority=0 on rank 1): the
+/// first blocking barrier cannot meet (hwbarr's first exchange against
+/// tuned's barrier). The job must end at once, not hang, and hwbarr's
+/// rank says why. (First barriers that are non-blocking still hang: see
+/// the README's "Ranks that disagree".)
+#[test]
+fn hwbarr_on_some_ranks_only_fails_fast() {
+    for (p0, p1) in [("40", "0"), ("0", "40")] {
+        let b = board();
+        let ctx = |prio: &str| vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()];
+        let job = mpmd(&[(1, ctx(p0)), (1, ctx(p1))], &[], &[], &[], &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 60);
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        assert!(!job.ok() && !job.timed_out(), "priority {p0}/{p1}: must fail fast\n{}", job.dump());
+        let peer = if p0 == "40" { 1 } else { 0 };
+        assert!(
+            job.stderr().contains(&format!("rank {peer} does not run hwbarr's barrier on this communicator")),
+            "{}",
+            job.dump()
+        );
     }
 }

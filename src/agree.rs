@@ -1,0 +1,152 @@
+//! What the ranks of a communicator must agree on before their first
+//! barrier can meet: hwbarr's protocol version, the local algorithm and the
+//! leaders' algorithm. Each rank's settings travel in the first exchange
+//! (`bootstrap::Boot` on one node, `topo::Exchange` across nodes), which
+//! every rank takes part in whatever its algorithm. Rank 0's settings win;
+//! rank 0 names any disagreement once. Ranks with another protocol version
+//! fall back together to the component below hwbarr.
+//!
+//! Every message of the first exchange starts with `hello()`. A peer whose
+//! barrier is not hwbarr's (hwbarr not selected there: its
+//! `coll_hwbarr_priority` or `coll` list differs) sends other messages on
+//! the same tag, typically zero-byte ones, which leave a zero where the
+//! greeting belongs: that is reported as such, and the barrier fails.
+
+use std::ffi::c_int;
+
+use crate::inter::InterAlgorithm;
+use crate::params::Algorithm;
+
+/// The first exchange's format. Ranks that differ fall back together; a
+/// later version must keep the first messages' sizes and this word first.
+pub const PROTOCOL: u64 = 1;
+const MAGIC: u64 = 0x4857_4252; // "HWBR"
+
+/// The first word of every first-exchange message.
+pub fn hello() -> u64 {
+    (MAGIC << 32) | PROTOCOL
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Greeting {
+    Ours,
+    /// hwbarr, another protocol version.
+    Version(u64),
+    /// Not hwbarr's message.
+    Stranger,
+}
+
+pub fn greeting(w: u64) -> Greeting {
+    match (w >> 32, w & 0xffff_ffff) {
+        (MAGIC, PROTOCOL) => Greeting::Ours,
+        (MAGIC, v) => Greeting::Version(v),
+        _ => Greeting::Stranger,
+    }
+}
+
+/// One rank's settings: the local algorithm (resolved from `auto`) and the
+/// leaders' algorithm as requested (`None`: auto).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub algorithm: Algorithm,
+    pub inter: Option<InterAlgorithm>,
+}
+
+pub const SETTINGS_WORDS: usize = 2;
+
+impl Settings {
+    pub fn words(&self) -> [u64; SETTINGS_WORDS] {
+        let a = match self.algorithm {
+            Algorithm::Toggle => 1,
+            Algorithm::Counter => 2,
+            Algorithm::Linear => 3,
+            Algorithm::Auto => 0,
+        };
+        let i = match self.inter {
+            None => 0,
+            Some(InterAlgorithm::Counter) => 1,
+            Some(InterAlgorithm::Dissemination) => 2,
+        };
+        [a, i]
+    }
+
+    /// None: words no rank of this version sends.
+    pub fn from_words(w: &[u64]) -> Option<Settings> {
+        let algorithm = match w.first()? {
+            1 => Algorithm::Toggle,
+            2 => Algorithm::Counter,
+            3 => Algorithm::Linear,
+            _ => return None,
+        };
+        let inter = match w.get(1)? {
+            0 => None,
+            1 => Some(InterAlgorithm::Counter),
+            2 => Some(InterAlgorithm::Dissemination),
+            _ => return None,
+        };
+        Some(Settings { algorithm, inter })
+    }
+}
+
+/// "toggle on ranks 0, 2; counter on rank 1" when `values` (value of each
+/// rank, by rank) hold more than one value; None when all agree.
+pub fn differ<T: PartialEq + std::fmt::Display>(values: &[(c_int, T)]) -> Option<String> {
+    let mut groups: Vec<(&T, Vec<c_int>)> = Vec::new();
+    for (r, v) in values {
+        match groups.iter_mut().find(|(g, _)| *g == v) {
+            Some((_, rs)) => rs.push(*r),
+            None => groups.push((v, vec![*r])),
+        }
+    }
+    if groups.len() < 2 {
+        return None;
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(v, rs)| {
+            let list: Vec<String> = rs.iter().map(c_int::to_string).collect();
+            format!("{v} on rank{} {}", if rs.len() > 1 { "s" } else { "" }, list.join(", "))
+        })
+        .collect();
+    Some(parts.join("; "))
+}
+
+/// The one line rank 0 prints about disagreeing ranks; `params` are
+/// (parameter, differences) pairs.
+pub fn disagreement(params: &[(&str, String)], chosen: &str) -> String {
+    let what: Vec<String> = params.iter().map(|(p, d)| format!("coll_hwbarr_{p} differs between ranks ({d})")).collect();
+    format!("{}; every rank uses rank 0's {chosen}", what.join(", "))
+}
+
+/// The message for a peer that does not speak hwbarr's first exchange.
+pub fn stranger(peer: c_int) -> String {
+    format!(
+        "rank {peer} does not run hwbarr's barrier on this communicator (its coll_hwbarr_priority, \
+         coll list or hwbarr installation differs from this rank's): the ranks' barriers cannot meet; \
+         give every rank the same coll settings"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_and_differences() {
+        for algorithm in [Algorithm::Toggle, Algorithm::Counter, Algorithm::Linear] {
+            for inter in [None, Some(InterAlgorithm::Counter), Some(InterAlgorithm::Dissemination)] {
+                let s = Settings { algorithm, inter };
+                assert_eq!(Settings::from_words(&s.words()), Some(s));
+            }
+        }
+        assert_eq!(Settings::from_words(&[0, 0]), None);
+        assert_eq!(greeting(hello()), Greeting::Ours);
+        assert_eq!(greeting(0), Greeting::Stranger);
+        assert_eq!(greeting((MAGIC << 32) | 7), Greeting::Version(7));
+        assert_eq!(differ(&[(0, "a"), (1, "a")]), None);
+        assert_eq!(
+            differ(&[(0, "toggle"), (1, "counter"), (2, "toggle")]).unwrap(),
+            "toggle on ranks 0, 2; counter on rank 1"
+        );
+    }
+}
