@@ -10,10 +10,14 @@
 #include "ompi/request/request.h"
 #include "opal/class/opal_object.h"
 #include "opal/mca/base/mca_base_pvar.h"
+#include "opal/mca/base/mca_base_var_enum.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "opal/util/show_help.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "hwbarr_shim.h"
 
@@ -103,6 +107,61 @@ const char *hwb_coll_selection(void)
         return NULL;
     }
     return *value;
+}
+
+void hwb_show_help_add_dir(const char *dir) { (void) opal_show_help_add_dir(dir); }
+
+int hwb_show_help(const char *topic, const char *summary)
+{
+    return opal_show_help("help-coll-hwbarr.txt", topic, true, summary);
+}
+
+int hwb_output_open(int verbosity)
+{
+    opal_output_stream_t lds;
+    int stream;
+    OBJ_CONSTRUCT(&lds, opal_output_stream_t);
+    lds.lds_want_stderr = true;
+    lds.lds_verbose_level = verbosity;
+    stream = opal_output_open(&lds);
+    OBJ_DESTRUCT(&lds);
+    return stream;
+}
+
+void hwb_output(int stream, const char *line)
+{
+    /* opal_output, not opal_output_verbose: that macro calls a function 5.0
+     * has and 4.1 lacks, and the .so must load into both far enough to
+     * tell a version mismatch. The level is checked by the caller. */
+    opal_output(stream, "%s", line);
+}
+
+int hwb_register_enum_param(const mca_base_component_t *component, const char *name,
+                            const char *description, int info_level, const char *const *names,
+                            int count, int *storage)
+{
+    /* Kept for the process's life: some releases keep the pointer. */
+    mca_base_var_enum_value_t *values = calloc((size_t) count + 1, sizeof(*values));
+    mca_base_var_enum_t *enumerator = NULL;
+    char enum_name[128];
+    int rc;
+    if (NULL == values) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (int i = 0; i < count; ++i) {
+        values[i].value = i;
+        values[i].string = names[i];
+    }
+    snprintf(enum_name, sizeof(enum_name), "coll_hwbarr_%s", name);
+    rc = mca_base_var_enum_create(enum_name, values, &enumerator);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    rc = mca_base_component_var_register(component, name, description, MCA_BASE_VAR_TYPE_INT,
+                                         enumerator, 0, 0, (mca_base_var_info_lvl_t) info_level,
+                                         MCA_BASE_VAR_SCOPE_READONLY, storage);
+    OBJ_RELEASE(enumerator);
+    return rc;
 }
 
 int hwb_pvar_register_comm_counter(const mca_base_component_t *component, const char *name,

@@ -49,6 +49,24 @@ int hwb_mpi_yield_when_idle(void);
  * or NULL when unset. */
 const char *hwb_coll_selection(void);
 
+/* --- messages --- */
+/* Adds a directory to the help system's search path. */
+void hwb_show_help_add_dir(const char *dir);
+/* opal_show_help("help-coll-hwbarr.txt", topic, error header, summary). */
+int hwb_show_help(const char *topic, const char *summary);
+/* An Open MPI output stream to stderr at `verbosity`. */
+int hwb_output_open(int verbosity);
+/* opal_output(stream, "%s", line). */
+void hwb_output(int stream, const char *line);
+
+/* --- MCA parameters --- */
+/* Registers coll_hwbarr_<name> as an int MCA enum whose values are
+ * 0..count-1 named by `names`; Open MPI rejects (and reports) any other
+ * value. Returns the variable index or an Open MPI error. */
+int hwb_register_enum_param(const mca_base_component_t *component, const char *name,
+                            const char *description, int info_level, const char *const *names,
+                            int count, int *storage);
+
 /* --- MPI_T performance variable --- */
 /* Registers coll_hwbarr_<name>: a read-only, continuous unsigned long long
  * counter bound to a communicator, read through `get` and told of handle

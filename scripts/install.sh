@@ -14,6 +14,9 @@ if [ -f "$dir/mca_coll_hwbarr.so" ]; then
   fi
 fi
 install -m 0644 "$so" "$dir/mca_coll_hwbarr.so"
+# Its messages, where the component adds its own directory to Open MPI's
+# help search path.
+install -m 0644 "$(dirname "$0")/../share/help-coll-hwbarr.txt" "$dir/help-coll-hwbarr.txt"
 echo "installed $dir/mca_coll_hwbarr.so (built for $(mpicc --showme:version 2>/dev/null | sed 's/^mpicc: //; s/ (Language.*//'))"
 pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
 case "$dir" in

@@ -14,8 +14,7 @@
 
 use std::ffi::c_int;
 
-use crate::inter::InterAlgorithm;
-use crate::params::Algorithm;
+use crate::settings::{Algorithm, InterAlgorithm, Setting};
 
 /// The first exchange's format. Ranks that differ fall back together; a
 /// later version must keep the first messages' sizes and this word first.
@@ -55,36 +54,18 @@ pub struct Settings {
 pub const SETTINGS_WORDS: usize = 2;
 
 impl Settings {
+    /// Each setting travels as its index in its table (`settings`), which
+    /// is also the value Open MPI stores for it.
     pub fn words(&self) -> [u64; SETTINGS_WORDS] {
-        let a = match self.algorithm {
-            Algorithm::Toggle => 1,
-            Algorithm::Counter => 2,
-            Algorithm::Linear => 3,
-            Algorithm::Auto => 0,
-        };
-        let i = match self.inter {
-            None => 0,
-            Some(InterAlgorithm::Counter) => 1,
-            Some(InterAlgorithm::Dissemination) => 2,
-        };
-        [a, i]
+        [self.algorithm.index() as u64, self.inter.index() as u64]
     }
 
-    /// None: words no rank of this version sends.
+    /// None: words no rank of this version sends (an algorithm is always
+    /// resolved from `auto` before it is sent).
     pub fn from_words(w: &[u64]) -> Option<Settings> {
-        let algorithm = match w.first()? {
-            1 => Algorithm::Toggle,
-            2 => Algorithm::Counter,
-            3 => Algorithm::Linear,
-            _ => return None,
-        };
-        let inter = match w.get(1)? {
-            0 => None,
-            1 => Some(InterAlgorithm::Counter),
-            2 => Some(InterAlgorithm::Dissemination),
-            _ => return None,
-        };
-        Some(Settings { algorithm, inter })
+        let algorithm = Algorithm::from_index(usize::try_from(*w.first()?).ok()?)?;
+        let inter = Option::<InterAlgorithm>::from_index(usize::try_from(*w.get(1)?).ok()?)?;
+        (algorithm != Algorithm::Auto).then_some(Settings { algorithm, inter })
     }
 }
 

@@ -23,8 +23,7 @@ use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::device::{Offer, Segment};
 use crate::linear::Flight;
 use crate::ffi::{self, ompi_communicator_t as Comm};
-use crate::module::say;
-use crate::params::Algorithm;
+use crate::settings::Algorithm;
 
 const OK: u64 = 0;
 /// Offer status: rank 0 runs `linear`, so no segment (its peers follow).
@@ -155,7 +154,7 @@ impl Boot {
         let mut status = OK;
         match agree::greeting(w[0]) {
             Greeting::Stranger => {
-                say(&agree::stranger(creator));
+                crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(creator));
                 return Err(ffi::ERROR);
             }
             Greeting::Version(v) => {
@@ -199,7 +198,7 @@ impl Boot {
             let peer = self.members[q];
             match agree::greeting(a[0]) {
                 Greeting::Stranger => {
-                    say(&agree::stranger(peer));
+                    crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(peer));
                     return Err(ffi::ERROR);
                 }
                 Greeting::Version(v) => {
@@ -254,7 +253,7 @@ impl Boot {
                 Stage::Answers | Stage::Verdict => {
                     self.stage = Stage::Done;
                     if agree::greeting(self.verdict[0]) == Greeting::Stranger {
-                        say(&agree::stranger(self.members[0]));
+                        crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(self.members[0]));
                         return Err(ffi::ERROR);
                     }
                     let out = self.outcome.take().expect("outcome");

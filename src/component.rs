@@ -3,11 +3,12 @@
 
 use std::ffi::{c_char, c_int};
 use std::ptr::{addr_of, null_mut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::ffi::{self, ompi_communicator_t as Comm, Module};
 use crate::module::{self, guard, ModuleState};
 use crate::params;
+use crate::report::{self, Topic};
 
 /// A C `char[N]` holding `s`, NUL-padded, built at compile time.
 const fn cname<const N: usize>(s: &str) -> [c_char; N] {
@@ -74,23 +75,48 @@ unsafe extern "C" fn close() -> c_int {
 
 /// At component open (MPI_Init, ompi_info): refuse to run inside an Open
 /// MPI release line other than the one we were built for (their coll
-/// structures differ), saying so once; then register the parameters.
+/// structures differ); then register the parameters. Either failure
+/// leaves hwbarr out of the job, with one (aggregated) message.
 unsafe extern "C" fn register() -> c_int {
     guard("register", ffi::ERROR, || {
+        report::init();
         if let Some(msg) = version_mismatch() {
             if speaks_for_job() {
-                module::say(&msg);
+                report::warn(Topic::VersionMismatch, &msg);
             }
             return ffi::ERROR;
         }
         // SAFETY: the pointer is our component's version block.
         let rc = unsafe { params::register(component_ptr()) };
         if rc != ffi::SUCCESS {
-            return rc;
+            // Open MPI has named the parameter and its valid values; we
+            // say what it means at init_query (two help messages in one
+            // burst garble 4.1's aggregation).
+            INVALID_VALUE.store(true, Relaxed);
         }
+        report::set_verbosity(params::current().verbose);
         // SAFETY: as above.
         unsafe { crate::pvar::register(component_ptr()) }
     })
+}
+
+/// Open MPI refused one of our parameter values at registration.
+static INVALID_VALUE: AtomicBool = AtomicBool::new(false);
+
+/// Job-wide messages (every rank finds the same) come from one process:
+/// world rank 0, or a process not started by mpirun (ompi_info,
+/// singletons). Many ranks sending help messages during MPI_Init make
+/// Open MPI 4.1's aggregation drop some ("ORTE_ERROR_LOG: Data unpack
+/// would read past end of buffer" in show_help.c), even Open MPI's own.
+fn speaks_for_job() -> bool {
+    std::env::var("OMPI_COMM_WORLD_RANK").map(|r| r == "0").unwrap_or(true)
+}
+
+/// "host:pid (rank N)" of this process, for messages.
+fn process_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let rank = std::env::var("OMPI_COMM_WORLD_RANK").map(|r| format!(" (rank {r})")).unwrap_or_default();
+    format!("{}:{}{rank}", host.trim(), std::process::id())
 }
 
 /// The one-line complaint when the running Open MPI is not the release
@@ -105,23 +131,10 @@ fn version_mismatch() -> Option<String> {
         return None;
     }
     Some(format!(
-        "this mca_coll_hwbarr.so was built for {} but is loaded by Open MPI \
-         {major}.{minor}.{release}: hwbarr is not used in this job. Rebuild it for this Open MPI \
-         (make install OMPI_PREFIX=<its prefix>), which installs it into that Open MPI's own \
-         component directory when writable",
+        "this mca_coll_hwbarr.so was built for {} but is loaded by Open MPI {major}.{minor}.{release}",
         ffi::abi::BUILT_FOR
     ))
 }
-
-/// True for the one process that speaks for the job (world rank 0, or a
-/// process not started by mpirun), so job-wide complaints print once.
-fn speaks_for_job() -> bool {
-    std::env::var("OMPI_COMM_WORLD_RANK")
-        .map(|r| r == "0")
-        .unwrap_or(true)
-}
-
-static REPORTED: AtomicBool = AtomicBool::new(false);
 
 /// `--mca coll hwbarr` alone (how the TUC component was selected) leaves
 /// every other collective without a provider, and Open MPI then fails
@@ -136,28 +149,24 @@ fn sole_component_advice() -> Option<&'static str> {
     let list = unsafe { std::ffi::CStr::from_ptr(v) }.to_string_lossy();
     let names: Vec<&str> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
     (names == ["hwbarr"]).then_some(
-        "'--mca coll hwbarr' allows no other collective component, so nothing serves the other \
-         collectives and Open MPI will stop MPI_Init (\"mca_coll_base_comm_select(MPI_COMM_WORLD) \
-         failed\"). hwbarr serves only the barriers: write '--mca coll hwbarr,tuned,libnbc,basic,self', \
-         or nothing at all (once installed, hwbarr's priority makes it serve MPI_Barrier)",
+        "'--mca coll hwbarr' allows no other coll component: write '--mca coll hwbarr,tuned,libnbc,basic,self', \
+         or nothing at all (once installed, hwbarr serves MPI_Barrier by its priority)",
     )
 }
 
-/// At MPI_Init: check the prerequisites. An invalid parameter disables
-/// hwbarr for the job (reported once), and the job runs on without it.
+/// At MPI_Init: check the prerequisites.
 unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> c_int {
     guard("init_query", ffi::ERROR, || {
-        if let Some(advice) = sole_component_advice() {
+        if INVALID_VALUE.load(Relaxed) {
             if speaks_for_job() {
-                module::say(advice);
-            }
-        }
-        let p = params::current();
-        if let Some(msg) = p.error() {
-            if speaks_for_job() && !REPORTED.swap(true, Ordering::Relaxed) {
-                module::say(msg);
+                report::warn(Topic::InvalidValue, &process_name());
             }
             return ffi::ERROR;
+        }
+        if let Some(advice) = sole_component_advice() {
+            if speaks_for_job() {
+                report::warn(Topic::SoleComponent, advice);
+            }
         }
         if !cfg!(target_os = "linux") {
             return ffi::ERROR;
@@ -172,9 +181,7 @@ unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> 
 unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut Module {
     guard("comm_query", null_mut(), || {
         let p = params::current();
-        let (Ok(requested), Ok(_)) = (p.algorithm.clone(), &p.idle) else {
-            return null_mut();
-        };
+        let requested = p.algorithm;
         if p.priority <= 0 {
             return null_mut();
         }
@@ -196,7 +203,7 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         };
         if let Some(why) = why_not {
             if p.verbose >= 3 {
-                module::say(&format!("declining communicator cid {cid}: {why}"));
+                report::verbose(3, &format!("declining communicator cid {cid}: {why}"));
             }
             return null_mut();
         }

@@ -18,7 +18,7 @@ use std::ffi::c_int;
 
 use crate::agree::Settings;
 use crate::bootstrap::{Boot, Verdict};
-use crate::params::Algorithm;
+use crate::settings::Algorithm;
 use crate::inter::{self, InterAlgorithm};
 use crate::linear::Flight;
 use crate::module::{ModuleState, Ticket};

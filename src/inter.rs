@@ -13,36 +13,10 @@
 //! 2^r mod N are distinct), and MPI keeps a pair's messages in order.
 
 use std::ffi::c_int;
-use std::fmt;
 
 use crate::linear::Flight;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InterAlgorithm {
-    Counter,
-    Dissemination,
-}
-
-impl fmt::Display for InterAlgorithm {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(match self {
-            InterAlgorithm::Counter => "counter broadcast",
-            InterAlgorithm::Dissemination => "dissemination",
-        })
-    }
-}
-
-impl InterAlgorithm {
-    /// Parses the `inter` parameter; None means `auto`.
-    pub fn parse(s: &str) -> Result<Option<InterAlgorithm>, String> {
-        let choices = [
-            ("auto", None),
-            ("counter", Some(InterAlgorithm::Counter)),
-            ("dissemination", Some(InterAlgorithm::Dissemination)),
-        ];
-        crate::params::parse_choice("inter", s, &choices)
-    }
-}
+pub use crate::settings::InterAlgorithm;
 
 /// Leaders up to which `auto` uses the counter broadcast: one round of
 /// N-1 messages beats ⌈log2 N⌉ rounds while N-1 sends cost less than the

@@ -40,4 +40,7 @@ pub mod params;
 #[cfg(not(loom))]
 mod pvar;
 #[cfg(not(loom))]
+mod report;
+pub mod settings;
+#[cfg(not(loom))]
 pub mod wait;

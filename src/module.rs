@@ -22,7 +22,9 @@ use crate::futex;
 use crate::inter::{self, InterAlgorithm};
 use crate::linear::{self, Flight, Pml};
 use crate::topo::Topo;
-use crate::params::{Algorithm, Params};
+use crate::params::Params;
+use crate::report::{self, Topic};
+use crate::settings::Algorithm;
 use crate::wait::{self, WaitPolicy};
 
 /// Runs `f`, turning a panic into `fail` plus one line on stderr: no panic
@@ -34,17 +36,9 @@ pub fn guard<T>(what: &str, fail: T, f: impl FnOnce() -> T) -> T {
             .map(|s| s.to_string())
             .or_else(|| e.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        say(&format!("internal error in {what}: {msg}"));
+        report::warn(Topic::InternalError, &format!("internal error in {what}: {msg}"));
         fail
     })
-}
-
-/// Writes one line to stderr in a single write, so that lines of ranks
-/// sharing a terminal do not interleave.
-pub fn say(msg: &str) {
-    use std::io::Write;
-    let line = format!("coll:hwbarr: {msg}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Facts about this node and job, read once (on the first communicator,
@@ -182,7 +176,7 @@ impl ModuleState {
     ) -> Self {
         let node = &*NODE;
         let policy =
-            WaitPolicy::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle.clone().unwrap_or(None));
+            WaitPolicy::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle);
         ModuleState {
             module: std::ptr::null_mut(),
             comm,
@@ -196,7 +190,7 @@ impl ModuleState {
             policy,
             topo: if multi_node { OnceLock::new() } else { OnceLock::from(Topo::single(rank, size)) },
             multi_node,
-            inter_requested: p.inter.clone().unwrap_or(None),
+            inter_requested: p.inter,
             broken: AtomicI32::new(0),
             fallback: None,
             ifallback: None,
@@ -411,11 +405,11 @@ impl ModuleState {
         let _ = self.inter.set(agreed.inter);
         let _ = self.topo.set(t);
         if let (Some(d), 0) = (&agreed.disagreement, self.rank) {
-            say(&format!("communicator '{}' (cid {}): {d}", self.name(), self.cid));
+            report::warn(Topic::Disagreement, &format!("communicator '{}' (cid {}): {d}", self.name(), self.cid));
         }
         if let Some(why) = agreed.fallback {
             if self.rank == 0 {
-                say(&format!(
+                report::warn(Topic::NoDevice, &format!(
                     "communicator '{}' (cid {}): {why}; MPI_Barrier, MPI_Ibarrier and the persistent barrier \
                      fall back to the next component",
                     self.name(),
@@ -452,7 +446,7 @@ impl ModuleState {
             }
         };
         if self.verbose >= 1 && (self.rank == 0 || (t.is_leader() && self.verbose >= 2)) {
-            say(&format!(
+            report::verbose(1, &format!(
                 "communicator '{}' (cid {}, {} ranks on {} nodes): node of rank {}: {} ranks, {local_note}; \
                  between nodes: {} among leaders",
                 self.name(),
@@ -501,7 +495,7 @@ impl ModuleState {
     pub(crate) fn device_ready(&self, agreed: Agreed) {
         let name = self.name();
         if let (Some(d), 0) = (&agreed.disagreement, self.rank) {
-            say(&format!("communicator '{name}' (cid {}): {d}", self.cid));
+            report::warn(Topic::Disagreement, &format!("communicator '{name}' (cid {}): {d}", self.cid));
         }
         let alg = agreed.algorithm;
         match agreed.verdict {
@@ -513,7 +507,7 @@ impl ModuleState {
                         }
                         _ => format!("{alg} ({})", self.waiting()),
                     };
-                    say(&format!(
+                    report::verbose(1, &format!(
                         "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \
                          on shared memory ({} bytes)",
                         self.cid,
@@ -530,7 +524,7 @@ impl ModuleState {
             }
             Verdict::NoDevice(why) => {
                 if self.rank == 0 {
-                    say(&format!(
+                    report::warn(Topic::NoDevice, &format!(
                         "communicator '{name}' (cid {}): no shared-memory device ({why}); \
                          MPI_Barrier, MPI_Ibarrier and the persistent barrier fall back to the next component",
                         self.cid
@@ -573,7 +567,7 @@ impl Drop for ModuleState {
         engine::forget(self);
         let served = self.served.load(Relaxed);
         if self.verbose >= 2 && served > 0 {
-            say(&format!(
+            report::verbose(2, &format!(
                 "rank {} of communicator cid {}: served {} barriers with {}",
                 self.rank, self.cid, served, self.algorithm()
             ));

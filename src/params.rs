@@ -1,230 +1,151 @@
 //! hwbarr's MCA parameters (`coll_hwbarr_*`): registered with Open MPI's
 //! variable system so that `ompi_info --param coll hwbarr --level 9` lists
-//! them with their help strings, and settable as usual (`--mca`, env,
-//! param files).
+//! them with their help strings and valid values, and settable as usual
+//! (`--mca`, environment, parameter files). Choice parameters are MCA
+//! enums built from `settings`' tables: Open MPI itself rejects a value
+//! outside them, naming the valid ones, and hwbarr then steps aside.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
-use std::fmt;
+use std::ffi::{c_int, c_void, CString};
 use std::ptr::addr_of_mut;
 
 use crate::ffi::{
-    mca_base_component_t, mca_base_component_var_register, mca_base_var_info_lvl_t as Lvl,
+    self, mca_base_component_t, mca_base_component_var_register, mca_base_var_info_lvl_t as Lvl,
     mca_base_var_scope_t as Scope, mca_base_var_type_t as Ty,
 };
+use crate::settings::{Algorithm, Idle, InterAlgorithm, Setting};
 
-/// Default priority: above coll/tuned (30), so installing hwbarr is enough
-/// for it to serve the barrier on the communicators it accepts.
+/// Default priority: above coll/tuned (30) and 5.0's coll/han (35), so
+/// installing hwbarr is enough for it to serve MPI_Barrier on the
+/// communicators it accepts.
 pub const DEFAULT_PRIORITY: c_int = 40;
-
-/// The barrier algorithm a communicator gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    /// TUC toggle-wire barrier on the node's shared-memory device.
-    Toggle,
-    /// Blue Gene DMA-counter barrier on the node's shared-memory device.
-    Counter,
-    /// coll/basic's linear barrier over the point-to-point engine.
-    Linear,
-    /// Pick from facts (ranks, oversubscription).
-    Auto,
-}
-
-impl Algorithm {
-    pub const VALID: &'static str = "toggle, counter, linear, auto";
-
-    /// Parses an `algorithm` value (case-insensitive); the error names the
-    /// valid values.
-    pub fn parse(s: &str) -> Result<Algorithm, String> {
-        use Algorithm::*;
-        parse_choice("algorithm", s, &[("toggle", Toggle), ("counter", Counter), ("linear", Linear), ("auto", Auto)])
-    }
-}
-
-/// Parses the value `s` of the string parameter `coll_hwbarr_<param>`
-/// (case-insensitive; empty means `auto`) against `choices`. The error is
-/// the one line to report, naming the valid values.
-pub fn parse_choice<T: Copy>(param: &str, s: &str, choices: &[(&str, T)]) -> Result<T, String> {
-    let v = s.trim().to_ascii_lowercase();
-    let v = if v.is_empty() { "auto" } else { v.as_str() };
-    choices.iter().find(|(name, _)| *name == v).map(|&(_, t)| t).ok_or_else(|| {
-        let valid: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
-        format!(
-            "invalid value '{s}' for MCA parameter coll_hwbarr_{param} (valid values: {}); \
-             hwbarr is disabled for this job, other components serve MPI_Barrier",
-            valid.join(", ")
-        )
-    })
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(match self {
-            Algorithm::Toggle => "toggle",
-            Algorithm::Counter => "counter",
-            Algorithm::Linear => "linear",
-            Algorithm::Auto => "auto",
-        })
-    }
-}
 
 /// A snapshot of the parameters, as Open MPI set them.
 #[derive(Clone, Debug)]
 pub struct Params {
     pub priority: c_int,
-    pub algorithm: Result<Algorithm, String>,
+    pub algorithm: Algorithm,
     pub verbose: c_int,
     pub spin: c_int,
-    /// `idle`, parsed: None = auto.
-    pub idle: Result<Option<crate::wait::Idle>, String>,
-    /// `inter`, parsed: None = auto.
-    pub inter: Result<Option<crate::inter::InterAlgorithm>, String>,
+    /// None = auto.
+    pub idle: Option<Idle>,
+    /// None = auto.
+    pub inter: Option<InterAlgorithm>,
 }
 
-impl Params {
-    /// The first invalid value, as the one line to report.
-    pub fn error(&self) -> Option<&str> {
-        self.algorithm
-            .as_ref()
-            .err()
-            .or(self.idle.as_ref().err())
-            .map(String::as_str)
-    }
-}
-
-// Storage Open MPI's variable system writes into (it needs stable addresses).
+// Storage Open MPI's variable system writes into (it needs stable
+// addresses). Choice parameters hold their index in the setting's table.
 static mut PRIORITY: c_int = DEFAULT_PRIORITY;
 static mut VERBOSE: c_int = 0;
 static mut SPIN: c_int = -1;
-static mut IDLE: *mut c_char = c"auto".as_ptr() as *mut c_char;
-static mut INTER: *mut c_char = c"auto".as_ptr() as *mut c_char;
-static mut ALGORITHM: *mut c_char = c"auto".as_ptr() as *mut c_char;
+static mut ALGORITHM: c_int = 0;
+static mut IDLE: c_int = 0;
+static mut INTER: c_int = 0;
 
 /// Reads the current parameter values.
 pub fn current() -> Params {
     // SAFETY: Open MPI writes these only while registering or setting
-    // variables, which it does before asking the component anything; the
-    // string storage is either our static default or a string Open MPI
-    // allocated and keeps alive.
+    // variables, which it does before asking the component anything.
+    let (priority, verbose, spin, alg, idle, inter) = unsafe {
+        (
+            *addr_of_mut!(PRIORITY),
+            *addr_of_mut!(VERBOSE),
+            *addr_of_mut!(SPIN),
+            *addr_of_mut!(ALGORITHM),
+            *addr_of_mut!(IDLE),
+            *addr_of_mut!(INTER),
+        )
+    };
+    // Open MPI only stores values of the enum; anything else reads as auto.
+    fn pick<T: Setting>(i: c_int) -> T {
+        usize::try_from(i).ok().and_then(T::from_index).unwrap_or(T::CHOICES[0].value)
+    }
+    Params { priority, algorithm: pick(alg), verbose, spin, idle: pick(idle), inter: pick(inter) }
+}
+
+/// Registers a choice parameter as an MCA enum built from its table.
+///
+/// # Safety
+/// `component` must be our component's version block and `storage` one of
+/// our statics.
+unsafe fn register_choice<T: Setting>(component: *const mca_base_component_t, lvl: Lvl, storage: *mut c_int) -> c_int {
+    let names: Vec<*const std::ffi::c_char> = T::CHOICES.iter().map(|c| c.name.as_ptr()).collect();
+    let (Ok(name), Ok(help)) = (CString::new(T::PARAM), CString::new(T::help())) else {
+        return ffi::ERROR;
+    };
+    // SAFETY: the names are NUL-terminated statics (the table's), the
+    // strings live across the call (Open MPI copies them), storage is a
+    // static c_int as the shim's INT registration expects.
     unsafe {
-        let text = |p: *mut c_char| {
-            if p.is_null() {
-                "auto".into()
-            } else {
-                CStr::from_ptr(p).to_string_lossy()
-            }
-        };
-        let alg = text(*addr_of_mut!(ALGORITHM));
-        let idle = text(*addr_of_mut!(IDLE));
-        let inter = text(*addr_of_mut!(INTER));
-        Params {
-            priority: *addr_of_mut!(PRIORITY),
-            algorithm: Algorithm::parse(&alg),
-            verbose: *addr_of_mut!(VERBOSE),
-            spin: *addr_of_mut!(SPIN),
-            idle: crate::wait::Idle::parse(&idle),
-            inter: crate::inter::InterAlgorithm::parse(&inter),
-        }
+        ffi::hwb_register_enum_param(
+            component,
+            name.as_ptr(),
+            help.as_ptr(),
+            lvl as c_int,
+            names.as_ptr(),
+            names.len() as c_int,
+            storage,
+        )
     }
 }
 
 /// Registers every parameter for `component`; called by Open MPI through
-/// the component's `mca_register_component_params`.
+/// the component's `mca_register_component_params`. A negative result
+/// means Open MPI refused a value (it has said which): the caller disables
+/// hwbarr.
 ///
 /// # Safety
 /// `component` must point to hwbarr's component structure.
 pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
-    let reg = |name: &CStr, help: &CStr, ty: Ty, lvl: Lvl, storage: *mut c_void| {
+    let int = |name: &std::ffi::CStr, help: &std::ffi::CStr, lvl: Lvl, storage: *mut c_int| {
         // SAFETY: names and help are NUL-terminated statics; storage is one
-        // of our statics, of the type `ty` says.
+        // of our int statics.
         unsafe {
             mca_base_component_var_register(
                 component,
                 name.as_ptr(),
                 help.as_ptr(),
-                ty,
+                Ty::MCA_BASE_VAR_TYPE_INT,
                 std::ptr::null_mut(),
                 0,
                 0,
                 lvl,
                 Scope::MCA_BASE_VAR_SCOPE_READONLY,
-                storage,
+                storage.cast::<c_void>(),
             )
         }
     };
-    let results = [
-        reg(
-            c"priority",
-            c"Priority of the hwbarr coll component (default 40, above coll/tuned's 30: installing hwbarr \
-              makes it serve MPI_Barrier on every communicator it accepts; 0 or less disables it)",
-            Ty::MCA_BASE_VAR_TYPE_INT,
-            Lvl::OPAL_INFO_LVL_6,
-            addr_of_mut!(PRIORITY).cast(),
-        ),
-        reg(
-            c"algorithm",
-            c"Barrier algorithm: 'toggle' (TUC toggle-wire barrier on shared memory), 'counter' \
-              (Blue Gene DMA-counter barrier on shared memory), 'linear' (coll/basic's linear barrier \
-              over point-to-point), 'auto' (choose from rank count and oversubscription). \
-              Valid values: toggle, counter, linear, auto",
-            Ty::MCA_BASE_VAR_TYPE_STRING,
-            Lvl::OPAL_INFO_LVL_5,
-            addr_of_mut!(ALGORITHM).cast(),
-        ),
-        reg(
-            c"verbose",
-            c"Verbosity of hwbarr: 0 silent, 1 one line per communicator saying which algorithm serves \
-              it (from its rank 0), 2 also one line per rank and communicator at release with the \
-              number of barriers hwbarr served",
-            Ty::MCA_BASE_VAR_TYPE_INT,
-            Lvl::OPAL_INFO_LVL_5,
-            addr_of_mut!(VERBOSE).cast(),
-        ),
-        reg(
-            c"spin",
-            c"Polls of the barrier's shared word between two turns of Open MPI's progress engine while a \
-              rank waits (-1: automatic, 256 when every rank on the node has a core, 1 when cores are shared: \
-              ranks outnumber them or mpi_yield_when_idle is set; 0: never turn progress while waiting - for \
-              testing only: a peer's pending rendezvous then deadlocks)",
-            Ty::MCA_BASE_VAR_TYPE_INT,
-            Lvl::OPAL_INFO_LVL_9,
-            addr_of_mut!(SPIN).cast(),
-        ),
-        reg(
-            c"idle",
-            c"What a rank waiting in a barrier does between rounds of polls: 'spin' (keep the core), \
-              'yield' (sched_yield), 'sleep' (sleep on the barrier's shared word until the releasing rank \
-              wakes it - a futex; no system call when nobody sleeps), 'auto' (sleep when ranks outnumber \
-              cores, yield when mpi_yield_when_idle is set, spin otherwise). Valid values: auto, spin, yield, sleep",
-            Ty::MCA_BASE_VAR_TYPE_STRING,
-            Lvl::OPAL_INFO_LVL_9,
-            addr_of_mut!(IDLE).cast(),
-        ),
-        reg(
-            c"inter",
-            c"Barrier among node leaders on communicators that span nodes, over point-to-point: \
-              'counter' (the patent's broadcast: one zero-byte message to every other leader, one round), \
-              'dissemination' (log2(nodes) rounds), 'auto' (counter up to 3 nodes, dissemination above). \
-              Valid values: auto, counter, dissemination",
-            Ty::MCA_BASE_VAR_TYPE_STRING,
-            Lvl::OPAL_INFO_LVL_5,
-            addr_of_mut!(INTER).cast(),
-        ),
-    ];
-    results.into_iter().find(|&r| r < 0).unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parse_accepts_the_four_and_names_them_otherwise() {
-        assert_eq!(Algorithm::parse("Toggle"), Ok(Algorithm::Toggle));
-        assert_eq!(Algorithm::parse(" counter "), Ok(Algorithm::Counter));
-        assert_eq!(Algorithm::parse("linear"), Ok(Algorithm::Linear));
-        assert_eq!(Algorithm::parse("auto"), Ok(Algorithm::Auto));
-        let e = Algorithm::parse("tree").unwrap_err();
-        assert!(e.contains("'tree'") && e.contains(Algorithm::VALID), "{e}");
-        assert_eq!(e.lines().count(), 1);
-    }
+    // SAFETY (all below): our component and our statics.
+    let results = unsafe {
+        [
+            int(
+                c"priority",
+                c"Priority of the hwbarr coll component (default 40, above coll/tuned's 30 and coll/han's 35: \
+                  installing hwbarr makes it serve MPI_Barrier on every communicator it accepts; 0 or less \
+                  disables it)",
+                Lvl::OPAL_INFO_LVL_6,
+                addr_of_mut!(PRIORITY),
+            ),
+            register_choice::<Algorithm>(component, Lvl::OPAL_INFO_LVL_5, addr_of_mut!(ALGORITHM)),
+            int(
+                c"verbose",
+                c"Verbosity of hwbarr: 0 warnings only, 1 one line per communicator saying which algorithm \
+                  serves it (from its rank 0), 2 also one line per rank and communicator at release with the \
+                  number of barriers hwbarr served, 3 also the communicators hwbarr declines and why",
+                Lvl::OPAL_INFO_LVL_5,
+                addr_of_mut!(VERBOSE),
+            ),
+            int(
+                c"spin",
+                c"Polls of the barrier's shared word between two turns of Open MPI's progress engine while a \
+                  rank waits (-1: automatic, 256 when every rank on the node has a core, 1 when cores are shared: \
+                  ranks outnumber them or mpi_yield_when_idle is set; 0: never turn progress while waiting - for \
+                  testing only: a peer's pending rendezvous then deadlocks)",
+                Lvl::OPAL_INFO_LVL_9,
+                addr_of_mut!(SPIN),
+            ),
+            register_choice::<Option<Idle>>(component, Lvl::OPAL_INFO_LVL_9, addr_of_mut!(IDLE)),
+            register_choice::<Option<InterAlgorithm>>(component, Lvl::OPAL_INFO_LVL_5, addr_of_mut!(INTER)),
+        ]
+    };
+    results.into_iter().find(|&r| r < 0).unwrap_or(ffi::SUCCESS)
 }

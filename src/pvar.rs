@@ -21,7 +21,7 @@ pub unsafe fn register(component: *const ffi::mca_base_component_t) -> c_int {
             component,
             c"barriers".as_ptr(),
             c"Barriers (MPI_Barrier, MPI_Ibarrier, persistent) that hwbarr served on this communicator \
-              with its own algorithm, since the communicator was created; 0 where another component \
+              with its own algorithm (an MPI_T counter: a handle counts from its allocation); 0 where another component \
               serves the barrier"
                 .as_ptr(),
             Some(get_value),

@@ -7,8 +7,7 @@ use std::ffi::c_int;
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::core::toggle;
 use crate::inter::{self, InterAlgorithm};
-use crate::module::say;
-use crate::params::Algorithm;
+use crate::settings::Algorithm;
 use crate::ffi::ompi_communicator_t as Comm;
 use crate::linear::Flight;
 
@@ -160,7 +159,7 @@ impl Exchange {
         for (q, w) in self.names.iter().enumerate() {
             match agree::greeting(w[0]) {
                 Greeting::Stranger => {
-                    say(&agree::stranger(q as c_int));
+                    crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(q as c_int));
                     return Err(crate::ffi::ERROR);
                 }
                 Greeting::Version(v) if self.fallback.is_none() => {
@@ -214,11 +213,11 @@ impl Exchange {
         let n = self.ids.len() - TAIL_WORDS;
         let tail = &self.ids[n..];
         if agree::greeting(tail[0]) == Greeting::Stranger {
-            say(&agree::stranger(0));
+            crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(0));
             return Err(crate::ffi::ERROR);
         }
         let Some(s) = Settings::from_words(&tail[1..3]) else {
-            say(&agree::stranger(0));
+            crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(0));
             return Err(crate::ffi::ERROR);
         };
         let fallback = match (tail[3], self.fallback.take()) {

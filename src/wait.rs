@@ -4,28 +4,7 @@
 //! outnumber cores (a spinning waiter would otherwise hold the very core
 //! its releaser needs).
 
-/// What a waiting rank does between rounds of polls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Idle {
-    /// Keep the core: the releaser runs on another one.
-    Spin,
-    /// sched_yield: let a rank that has not arrived yet have the core.
-    Yield,
-    /// Yield a few rounds first (the releaser may be about to run), then
-    /// sleep on the barrier's shared word (futex) until the releasing rank
-    /// wakes us, or `SLEEP_SLICE` passes and we turn progress again.
-    Sleep,
-}
-
-impl Idle {
-    pub const VALID: &'static str = "auto, spin, yield, sleep";
-
-    /// Parses the `idle` parameter; None means `auto`.
-    pub fn parse(s: &str) -> Result<Option<Idle>, String> {
-        let choices = [("auto", None), ("spin", Some(Idle::Spin)), ("yield", Some(Idle::Yield)), ("sleep", Some(Idle::Sleep))];
-        crate::params::parse_choice("idle", s, &choices)
-    }
-}
+pub use crate::settings::Idle;
 
 /// Rounds a `Sleep` waiter yields before it sleeps.
 pub const YIELDS_BEFORE_SLEEP: u32 = 3;
@@ -149,8 +128,6 @@ mod tests {
         assert_eq!(WaitPolicy::for_node(4, 2, false, -1, None).spins, 1);
         assert_eq!(WaitPolicy::for_node(2, 2, true, -1, None).spins, 1);
         assert_eq!(WaitPolicy::for_node(2, 2, false, -1, None).spins, SPINS_OWN_CORE);
-        assert_eq!(Idle::parse("Sleep"), Ok(Some(Idle::Sleep)));
-        assert!(Idle::parse("nap").unwrap_err().contains(Idle::VALID));
     }
 
     #[test]

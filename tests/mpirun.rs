@@ -49,6 +49,8 @@ fn component_path() -> &'static str {
                     d.join("mca_coll_hwbarr.so"),
                 )
                 .expect("the built libmca_coll_hwbarr.so");
+                let help = Path::new(env!("CARGO_MANIFEST_DIR")).join("share/help-coll-hwbarr.txt");
+                std::fs::copy(help, d.join("help-coll-hwbarr.txt")).expect("the help file");
                 d
             }
         };
@@ -134,6 +136,11 @@ mod rte {
             vec![("plm_rsh_agent", agent.to_string()), ("oob_tcp_if_include", "lo".to_string())]
         }
     }
+    /// The parameter that turns off mpirun's aggregation of identical help
+    /// messages (4.1: the runtime's, 5.0: Open PAL's in each process).
+    pub fn help_aggregate_param() -> &'static str {
+        if super::ompi_major() >= 5 { "opal_base_help_aggregate" } else { "orte_base_help_aggregate" }
+    }
     /// The shared-memory BTL's single-copy (CMA/XPMEM) switch.
     pub fn single_copy_param() -> &'static str {
         if super::ompi_major() >= 5 { "btl_sm_single_copy_mechanism" } else { "btl_vader_single_copy_mechanism" }
@@ -175,6 +182,11 @@ fn launch_rte_cmd(
         c.args([rte::param_flag(), k, v]);
     }
     c.args(["--mca", "mca_base_component_path", component_path()]);
+    // Every help message printed, so tests can count them per communicator
+    // (`help_messages_are_aggregated` checks the default).
+    if !mca.iter().any(|(k, _)| *k == rte::help_aggregate_param()) {
+        c.args(["--mca", rte::help_aggregate_param(), "0"]);
+    }
     for (k, v) in mca {
         c.args(["--mca", k, v]);
     }
@@ -235,7 +247,7 @@ fn ompi_info_lists_component_and_parameters() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MCA coll: hwbarr"), "{text}");
-    for p in ["priority", "algorithm", "verbose", "spin", "idle"] {
+    for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter"] {
         assert!(
             text.contains(&format!("\"coll_hwbarr_{p}\"")),
             "missing {p}: {text}"
@@ -245,10 +257,15 @@ fn ompi_info_lists_component_and_parameters() {
         text.contains("current value: \"40\""),
         "priority default 40: {text}"
     );
-    assert!(
-        text.contains("Valid values: toggle, counter, linear, auto"),
-        "{text}"
-    );
+    // Choice parameters are MCA enums: ompi_info lists their values.
+    for valid in [
+        "Valid values: 0:\"auto\", 1:\"toggle\", 2:\"counter\", 3:\"linear\"",
+        "Valid values: 0:\"auto\", 1:\"spin\", 2:\"yield\", 3:\"sleep\"",
+        "Valid values: 0:\"auto\", 1:\"counter\", 2:\"dissemination\"",
+    ] {
+        assert!(text.contains(valid), "{valid}: {text}");
+    }
+    assert!(text.contains("performance \"coll_hwbarr_barriers\""), "the MPI_T pvar: {text}");
 }
 
 /// Barrier semantics with random delays on world, dup, split, overlapping
@@ -370,26 +387,38 @@ fn progress_test_catches_a_barrier_without_progress() {
     assert!(job.timed_out(), "expected a deadlock\n{}", job.dump());
 }
 
+/// An invalid value of any choice parameter is refused by Open MPI itself
+/// (an MCA enum: its message names the parameter, the value and the valid
+/// values, once per rank here as aggregation is off in the tests); hwbarr
+/// says once that it is disabled, serves nothing, and the job runs on with
+/// correct barriers.
 #[test]
-fn invalid_algorithm_is_reported_once_and_the_job_runs_on() {
-    let job = semantics(4, "bogus", 100, &[]);
-    assert!(job.ok(), "{}", job.dump());
-    let err = job.stderr();
-    let lines: Vec<_> = err
-        .lines()
-        .filter(|l| l.contains("coll_hwbarr_algorithm"))
-        .collect();
-    assert_eq!(lines.len(), 1, "{}", job.dump());
-    assert!(
-        lines[0].contains("'bogus'") && lines[0].contains("toggle, counter, linear, auto"),
-        "{}",
-        lines[0]
-    );
-    assert!(
-        !err.contains("served"),
-        "hwbarr must not serve: {}",
-        job.dump()
-    );
+fn invalid_values_are_refused_and_the_job_runs_on() {
+    for (param, valid) in [
+        ("algorithm", "0:\"auto\", 1:\"toggle\", 2:\"counter\", 3:\"linear\""),
+        ("idle", "0:\"auto\", 1:\"spin\", 2:\"yield\", 3:\"sleep\""),
+        ("inter", "0:\"auto\", 1:\"counter\", 2:\"dissemination\""),
+    ] {
+        let b = board();
+        let name = format!("coll_hwbarr_{param}");
+        let job = mpirun(
+            4,
+            &[(&name, "bogus"), ("coll_hwbarr_verbose", "2")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["semantics", "50"],
+            120,
+        );
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        assert!(job.ok(), "{param}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
+        let err = job.stderr();
+        let refused = err.lines().filter(|l| l.contains("Variable") && l.trim_end().ends_with(&name)).count();
+        assert_eq!(refused, 4, "Open MPI's message on every rank: {}", job.dump());
+        assert_eq!(err.lines().filter(|l| l.contains("Value") && l.trim_end().ends_with("bogus")).count(), 4, "{}", job.dump());
+        assert!(err.lines().any(|l| l.contains("Valid values") && l.contains(valid)), "{}", job.dump());
+        assert_eq!(err.matches("is disabled for this").count(), 1, "hwbarr says it once: {}", job.dump());
+        assert!(!err.contains("served"), "hwbarr must not serve: {}", job.dump());
+    }
 }
 
 /// Hundreds of live communicators each get their own segment; freeing
@@ -996,6 +1025,35 @@ fn device_refused_semantics() {
     assert!(err.contains("'MPI_COMM_WORLD' (cid 0): no shared-memory device"), "{}", job.dump());
 }
 
+/// By default mpirun aggregates help messages: the fallback of the ten
+/// communicators of `semantics` (each said by its rank 0) shows once, and
+/// Open MPI counts the others ("N more processes have sent help message";
+/// N is what reached mpirun before it flushed, 7-9 of the nine seen).
+#[test]
+fn help_messages_are_aggregated() {
+    let b = board();
+    let launch = fault_launch("memfd", "all", "blocking");
+    let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
+    let job = run(
+        launch_cmd(
+            4,
+            &launch,
+            &[(rte::help_aggregate_param(), "1")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["semantics", "100"],
+            120,
+        ),
+        120,
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    let err = job.stderr();
+    assert_eq!(fallback_lines(&err).len(), 1, "{}", job.dump());
+    let note = err.lines().find(|l| l.contains("sent help message help-coll-hwbarr.txt / no-device"));
+    let more: u32 = note.and_then(|l| l.split("] ").nth(1)?.split(' ').next()?.parse().ok()).unwrap_or(0);
+    assert!(more >= 1, "aggregated count: {}", job.dump());
+}
+
 /// Across fake nodes: memfd refused on one node's leader (rank 2 leads
 /// nodeb) or everywhere. A node without a device runs its local phases
 /// over point-to-point; the job completes with every kind of first barrier.
@@ -1079,6 +1137,7 @@ fn mpmd(
         c.args([rte::param_flag(), k, v]);
     }
     c.args(["--mca", "mca_base_component_path", component_path()]);
+    c.args(["--mca", rte::help_aggregate_param(), "0"]);
     for (k, v) in mca {
         c.args(["--mca", k, v]);
     }

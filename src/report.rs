@@ -1,0 +1,123 @@
+//! What hwbarr tells its users, through Open MPI's own facilities:
+//! warnings through the help system (`share/help-coll-hwbarr.txt`,
+//! installed next to the component, whose directory is added to the help
+//! search path), so that mpirun prints one copy of a message many ranks
+//! send and counts the rest; diagnostics (`coll_hwbarr_verbose`) through an
+//! Open MPI output stream. If the help file is not beside the component
+//! (a copied .so), a warning is one plain `coll:hwbarr:` line instead.
+
+use std::ffi::{c_int, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
+
+use crate::ffi;
+
+/// The help file's name, as Open MPI looks it up.
+pub const HELP_FILE: &str = "help-coll-hwbarr.txt";
+
+/// The topics of the help file. Each takes the one-line summary.
+#[derive(Clone, Copy, Debug)]
+pub enum Topic {
+    InvalidValue,
+    VersionMismatch,
+    SoleComponent,
+    NoDevice,
+    Disagreement,
+    NotHwbarr,
+    InternalError,
+}
+
+impl Topic {
+    fn key(self) -> &'static CStr {
+        match self {
+            Topic::InvalidValue => c"invalid-value",
+            Topic::VersionMismatch => c"version-mismatch",
+            Topic::SoleComponent => c"sole-component",
+            Topic::NoDevice => c"no-device",
+            Topic::Disagreement => c"disagreement",
+            Topic::NotHwbarr => c"not-hwbarr",
+            Topic::InternalError => c"internal-error",
+        }
+    }
+}
+
+static HELP_FOUND: AtomicBool = AtomicBool::new(false);
+static STREAM: AtomicI32 = AtomicI32::new(-1);
+static VERBOSITY: AtomicI32 = AtomicI32::new(0);
+
+/// The directory our own .so was loaded from.
+fn component_dir() -> Option<PathBuf> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr on the address of one of our own statics, with a
+    // valid out-structure; dli_fname is a NUL-terminated path when set.
+    let ok = unsafe { libc::dladdr(std::ptr::addr_of!(HELP_FOUND).cast(), &mut info) } != 0;
+    if !ok || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: see above.
+    let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_str().ok()?;
+    Path::new(path).parent().map(Path::to_path_buf)
+}
+
+/// At component registration: find the help file and open the output
+/// stream. Safe to call more than once.
+pub fn init() {
+    if let Some(dir) = component_dir().filter(|d| d.join(HELP_FILE).is_file()) {
+        if !HELP_FOUND.swap(true, Relaxed) {
+            if let Ok(c) = CString::new(dir.to_string_lossy().as_bytes()) {
+                // SAFETY: a NUL-terminated path; Open MPI copies it.
+                unsafe { ffi::hwb_show_help_add_dir(c.as_ptr()) };
+            }
+        }
+    }
+}
+
+/// Opens (once) the diagnostics stream at `verbosity`.
+pub fn set_verbosity(verbosity: c_int) {
+    VERBOSITY.store(verbosity, Relaxed);
+    if STREAM.load(Relaxed) < 0 {
+        // SAFETY: opens an Open MPI output stream; no pointers involved.
+        let s = unsafe { ffi::hwb_output_open(verbosity) };
+        STREAM.store(s, Relaxed);
+    }
+}
+
+/// A warning under `topic`, with a one-line `summary`. The caller decides
+/// which ranks speak (mpirun aggregates what several send).
+pub fn warn(topic: Topic, summary: &str) {
+    let line = summary.replace('\n', " ");
+    if HELP_FOUND.load(Relaxed) {
+        if let Ok(c) = CString::new(line.as_bytes()) {
+            // SAFETY: two NUL-terminated strings; the shim passes the
+            // summary as a "%s" argument.
+            if unsafe { ffi::hwb_show_help(topic.key().as_ptr(), c.as_ptr()) } == ffi::SUCCESS {
+                return;
+            }
+        }
+    }
+    plain(&line);
+}
+
+/// A diagnostic line at verbosity `level` (1-3) of `coll_hwbarr_verbose`.
+pub fn verbose(level: c_int, msg: &str) {
+    if level > VERBOSITY.load(Relaxed) {
+        return;
+    }
+    let s = STREAM.load(Relaxed);
+    if s < 0 {
+        plain(msg);
+        return;
+    }
+    if let Ok(c) = CString::new(format!("coll:hwbarr: {msg}")) {
+        // SAFETY: an open stream and a NUL-terminated line printed as %s.
+        unsafe { ffi::hwb_output(s, c.as_ptr()) };
+    }
+}
+
+/// One line to stderr in a single write, so that lines of ranks sharing a
+/// terminal do not interleave.
+fn plain(msg: &str) {
+    use std::io::Write;
+    let line = format!("coll:hwbarr: {msg}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}

@@ -1,0 +1,190 @@
+//! The values hwbarr's choice parameters take (`coll_hwbarr_algorithm`,
+//! `_idle`, `_inter`), each defined once: a table per setting gives the
+//! name users write and see, what it means, and the value. Parsing, display,
+//! the MCA enum registered with Open MPI (so `ompi_info` lists the valid
+//! values and Open MPI itself rejects others), the help strings and the
+//! words of the settings exchange all come from these tables. Free of Open
+//! MPI.
+
+use std::ffi::CStr;
+use std::fmt;
+
+/// One valid value of a choice parameter.
+pub struct Choice<T: 'static> {
+    /// What users write (`--mca coll_hwbarr_algorithm toggle`).
+    pub name: &'static CStr,
+    /// What it means, for the help string.
+    pub help: &'static str,
+    pub value: T,
+}
+
+/// A setting with a fixed set of values. Its index in `CHOICES` is the
+/// integer Open MPI stores and the word the ranks exchange; the first
+/// choice is the default.
+pub trait Setting: Copy + PartialEq + Sized + 'static {
+    /// The parameter's name after `coll_hwbarr_`.
+    const PARAM: &'static str;
+    /// What the parameter decides, for the help string.
+    const WHAT: &'static str;
+    const CHOICES: &'static [Choice<Self>];
+
+    fn index(self) -> usize {
+        Self::CHOICES.iter().position(|c| c.value == self).expect("every value is in its table")
+    }
+
+    fn from_index(i: usize) -> Option<Self> {
+        Self::CHOICES.get(i).map(|c| c.value)
+    }
+
+    fn name(self) -> &'static str {
+        Self::CHOICES[self.index()].name.to_str().expect("ASCII names")
+    }
+
+    /// Parses a value (case-insensitive, surrounding blanks ignored); the
+    /// error is one line naming the valid values.
+    fn parse(s: &str) -> Result<Self, String> {
+        let v = s.trim().to_ascii_lowercase();
+        Self::CHOICES.iter().find(|c| c.name.to_bytes() == v.as_bytes()).map(|c| c.value).ok_or_else(|| {
+            format!("invalid value '{s}' for MCA parameter coll_hwbarr_{} (valid values: {})", Self::PARAM, Self::valid())
+        })
+    }
+
+    /// The valid values, comma separated.
+    fn valid() -> String {
+        Self::CHOICES.iter().map(|c| c.name.to_str().unwrap_or("?")).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The parameter's help string: what it decides, then every value.
+    fn help() -> String {
+        let each: Vec<String> = Self::CHOICES
+            .iter()
+            .map(|c| format!("'{}' ({})", c.name.to_str().unwrap_or("?"), c.help))
+            .collect();
+        format!("{}: {}. Default: {}", Self::WHAT, each.join(", "), Self::CHOICES[0].name.to_str().unwrap_or("?"))
+    }
+}
+
+/// The barrier algorithm a communicator gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Pick from facts (ranks on the node).
+    Auto,
+    /// TUC toggle-wire barrier on the node's shared-memory device.
+    Toggle,
+    /// Blue Gene DMA-counter barrier on the node's shared-memory device.
+    Counter,
+    /// coll/basic's linear barrier over the point-to-point engine.
+    Linear,
+}
+
+impl Setting for Algorithm {
+    const PARAM: &'static str = "algorithm";
+    const WHAT: &'static str = "Barrier algorithm";
+    const CHOICES: &'static [Choice<Self>] = &[
+        Choice { name: c"auto", help: "counter up to 8 ranks, toggle above", value: Algorithm::Auto },
+        Choice { name: c"toggle", help: "TUC toggle-wire barrier on shared memory", value: Algorithm::Toggle },
+        Choice { name: c"counter", help: "Blue Gene DMA-counter barrier on shared memory", value: Algorithm::Counter },
+        Choice { name: c"linear", help: "coll/basic's linear barrier over point-to-point", value: Algorithm::Linear },
+    ];
+}
+
+/// What a waiting rank does between rounds of polls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Keep the core: the releaser runs on another one.
+    Spin,
+    /// sched_yield: let a rank that has not arrived yet have the core.
+    Yield,
+    /// Yield a few rounds first (the releaser may be about to run), then
+    /// sleep on the barrier's shared word (futex) until the releasing rank
+    /// wakes us, or a time slice passes and we turn progress again.
+    Sleep,
+}
+
+/// `idle`: None is `auto` (decided from the node's facts).
+impl Setting for Option<Idle> {
+    const PARAM: &'static str = "idle";
+    const WHAT: &'static str = "What a rank waiting in a barrier does between rounds of polls";
+    const CHOICES: &'static [Choice<Self>] = &[
+        Choice {
+            name: c"auto",
+            help: "sleep when ranks outnumber cores, yield when mpi_yield_when_idle is set, spin otherwise",
+            value: None,
+        },
+        Choice { name: c"spin", help: "keep the core", value: Some(Idle::Spin) },
+        Choice { name: c"yield", help: "sched_yield", value: Some(Idle::Yield) },
+        Choice {
+            name: c"sleep",
+            help: "sleep on the barrier's shared word until the releasing rank wakes it - a futex; no system call \
+                   when nobody sleeps",
+            value: Some(Idle::Sleep),
+        },
+    ];
+}
+
+/// The barrier among node leaders on communicators that span nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InterAlgorithm {
+    Counter,
+    Dissemination,
+}
+
+/// `inter`: None is `auto` (decided from the number of nodes).
+impl Setting for Option<InterAlgorithm> {
+    const PARAM: &'static str = "inter";
+    const WHAT: &'static str = "Barrier among node leaders on communicators that span nodes, over point-to-point";
+    const CHOICES: &'static [Choice<Self>] = &[
+        Choice { name: c"auto", help: "counter up to 3 nodes, dissemination above", value: None },
+        Choice {
+            name: c"counter",
+            help: "the patent's broadcast: one zero-byte message to every other leader, one round",
+            value: Some(InterAlgorithm::Counter),
+        },
+        Choice { name: c"dissemination", help: "log2(nodes) rounds", value: Some(InterAlgorithm::Dissemination) },
+    ];
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Verbose output describes the leaders' phase in words.
+impl fmt::Display for InterAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(match self {
+            InterAlgorithm::Counter => "counter broadcast",
+            InterAlgorithm::Dissemination => "dissemination",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip<T: Setting + fmt::Debug>() {
+        for (i, c) in T::CHOICES.iter().enumerate() {
+            assert_eq!(c.value.index(), i);
+            assert_eq!(T::from_index(i), Some(c.value));
+            assert_eq!(T::parse(&c.name.to_string_lossy().to_uppercase()), Ok(c.value));
+            assert!(T::help().contains(&format!("'{}' (", c.name.to_string_lossy())));
+        }
+        assert_eq!(T::from_index(T::CHOICES.len()), None);
+        let e = T::parse("bogus").unwrap_err();
+        assert!(e.contains("'bogus'") && e.contains(&T::valid()) && e.contains(T::PARAM), "{e}");
+        assert_eq!(e.lines().count(), 1);
+        assert_eq!(T::CHOICES[0].name.to_bytes(), b"auto", "auto is every setting's default");
+    }
+
+    #[test]
+    fn every_table_parses_displays_and_helps_from_one_place() {
+        roundtrip::<Algorithm>();
+        roundtrip::<Option<Idle>>();
+        roundtrip::<Option<InterAlgorithm>>();
+        assert_eq!(Algorithm::parse(" Counter "), Ok(Algorithm::Counter));
+        assert_eq!(Algorithm::valid(), "auto, toggle, counter, linear");
+        assert_eq!(Algorithm::Toggle.to_string(), "toggle");
+    }
+}
