@@ -111,10 +111,12 @@ const char *hwb_coll_selection(void)
 
 void hwb_show_help_add_dir(const char *dir) { (void) opal_show_help_add_dir(dir); }
 
-int hwb_show_help(const char *topic, const char *summary)
+char *hwb_help_string(const char *topic, const char *summary)
 {
-    return opal_show_help("help-coll-hwbarr.txt", topic, true, summary);
+    return opal_show_help_string("help-coll-hwbarr.txt", topic, true, summary);
 }
+
+void hwb_free(void *p) { free(p); }
 
 int hwb_output_open(int verbosity)
 {

@@ -52,8 +52,11 @@ const char *hwb_coll_selection(void);
 /* --- messages --- */
 /* Adds a directory to the help system's search path. */
 void hwb_show_help_add_dir(const char *dir);
-/* opal_show_help("help-coll-hwbarr.txt", topic, error header, summary). */
-int hwb_show_help(const char *topic, const char *summary);
+/* The message of `topic` in help-coll-hwbarr.txt, rendered by Open MPI's
+ * help system with `summary` as its %s and the error header, malloc'ed
+ * (free with hwb_free), or NULL. */
+char *hwb_help_string(const char *topic, const char *summary);
+void hwb_free(void *p);
 /* An Open MPI output stream to stderr at `verbosity`. */
 int hwb_output_open(int verbosity);
 /* opal_output(stream, "%s", line). */

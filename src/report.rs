@@ -1,10 +1,19 @@
 //! What hwbarr tells its users, through Open MPI's own facilities:
-//! warnings through the help system (`share/help-coll-hwbarr.txt`,
-//! installed next to the component, whose directory is added to the help
-//! search path), so that mpirun prints one copy of a message many ranks
-//! send and counts the rest; diagnostics (`coll_hwbarr_verbose`) through an
-//! Open MPI output stream. If the help file is not beside the component
-//! (a copied .so), a warning is one plain `coll:hwbarr:` line instead.
+//! warnings are topics of a help file (`share/help-coll-hwbarr.txt`,
+//! installed next to the component, whose directory is added to Open MPI's
+//! help search path), rendered by Open MPI's help system in its usual boxed
+//! form; diagnostics (`coll_hwbarr_verbose`) go to an Open MPI output
+//! stream. If the help file is not beside the component (a copied .so), a
+//! warning is one plain `coll:hwbarr:` line instead.
+//!
+//! A warning is written by the one process that speaks for the event
+//! (world rank 0 for the job, a communicator's rank 0 for it), in a single
+//! write, rather than sent through mpirun's aggregation (`opal_show_help`):
+//! measured here, Open MPI 4.1.4 loses such messages when several processes
+//! send at once ("ORTE_ERROR_LOG: Data unpack would read past end of
+//! buffer" in show_help.c, Open MPI's own messages included), and 5.0.10
+//! folds distinct messages of one topic into one, or prints them twice when
+//! aggregation is off.
 
 use std::ffi::{c_int, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -83,19 +92,35 @@ pub fn set_verbosity(verbosity: c_int) {
 }
 
 /// A warning under `topic`, with a one-line `summary`. The caller decides
-/// which ranks speak (mpirun aggregates what several send).
+/// which rank speaks.
 pub fn warn(topic: Topic, summary: &str) {
     let line = summary.replace('\n', " ");
     if HELP_FOUND.load(Relaxed) {
-        if let Ok(c) = CString::new(line.as_bytes()) {
-            // SAFETY: two NUL-terminated strings; the shim passes the
-            // summary as a "%s" argument.
-            if unsafe { ffi::hwb_show_help(topic.key().as_ptr(), c.as_ptr()) } == ffi::SUCCESS {
-                return;
-            }
+        if let Some(text) = render(topic, &line) {
+            use std::io::Write;
+            let _ = std::io::stderr().write_all(text.as_bytes());
+            return;
         }
     }
     plain(&line);
+}
+
+/// The help system's rendering of `topic` with `summary`, if it has one.
+fn render(topic: Topic, summary: &str) -> Option<String> {
+    let c = CString::new(summary.as_bytes()).ok()?;
+    // SAFETY: two NUL-terminated strings; the shim passes the summary as
+    // the topic's "%s" and returns a malloc'ed string or NULL.
+    let p = unsafe { ffi::hwb_help_string(topic.key().as_ptr(), c.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string from the help system, freed right
+    // after it is copied.
+    let text = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    // SAFETY: allocated with malloc by Open MPI, not used after this.
+    unsafe { ffi::hwb_free(p.cast()) };
+    // A topic the file lacks renders as Open MPI's "Sorry!" text.
+    (!text.contains("Sorry!")).then_some(text)
 }
 
 /// A diagnostic line at verbosity `level` (1-3) of `coll_hwbarr_verbose`.

@@ -136,10 +136,9 @@ mod rte {
             vec![("plm_rsh_agent", agent.to_string()), ("oob_tcp_if_include", "lo".to_string())]
         }
     }
-    /// The parameter that turns off mpirun's aggregation of identical help
-    /// messages (4.1: the runtime's, 5.0: Open PAL's in each process).
-    pub fn help_aggregate_param() -> &'static str {
-        if super::ompi_major() >= 5 { "opal_base_help_aggregate" } else { "orte_base_help_aggregate" }
+    /// How ompi_info shows value `i` of an MCA enum named `name`.
+    pub fn enum_value(i: usize, name: &str) -> String {
+        if super::ompi_major() >= 5 { format!("{i}|{name}") } else { format!("{i}:\"{name}\"") }
     }
     /// The shared-memory BTL's single-copy (CMA/XPMEM) switch.
     pub fn single_copy_param() -> &'static str {
@@ -181,11 +180,8 @@ fn launch_rte_cmd(
     for (k, v) in rte {
         c.args([rte::param_flag(), k, v]);
     }
-    c.args(["--mca", "mca_base_component_path", component_path()]);
-    // Every help message printed, so tests can count them per communicator
-    // (`help_messages_are_aggregated` checks the default).
-    if !mca.iter().any(|(k, _)| *k == rte::help_aggregate_param()) {
-        c.args(["--mca", rte::help_aggregate_param(), "0"]);
+    if !mca.iter().any(|(k, _)| *k == "mca_base_component_path") {
+        c.args(["--mca", "mca_base_component_path", component_path()]);
     }
     for (k, v) in mca {
         c.args(["--mca", k, v]);
@@ -258,12 +254,10 @@ fn ompi_info_lists_component_and_parameters() {
         "priority default 40: {text}"
     );
     // Choice parameters are MCA enums: ompi_info lists their values.
-    for valid in [
-        "Valid values: 0:\"auto\", 1:\"toggle\", 2:\"counter\", 3:\"linear\"",
-        "Valid values: 0:\"auto\", 1:\"spin\", 2:\"yield\", 3:\"sleep\"",
-        "Valid values: 0:\"auto\", 1:\"counter\", 2:\"dissemination\"",
-    ] {
-        assert!(text.contains(valid), "{valid}: {text}");
+    for names in [&["auto", "toggle", "counter", "linear"][..], &["auto", "spin", "yield", "sleep"], &["auto", "counter", "dissemination"]] {
+        let list: Vec<String> = names.iter().enumerate().map(|(i, n)| rte::enum_value(i, n)).collect();
+        let valid = format!("Valid values: {}", list.join(", "));
+        assert!(text.contains(&valid), "{valid}: {text}");
     }
     assert!(text.contains("performance \"coll_hwbarr_barriers\""), "the MPI_T pvar: {text}");
 }
@@ -389,15 +383,14 @@ fn progress_test_catches_a_barrier_without_progress() {
 
 /// An invalid value of any choice parameter is refused by Open MPI itself
 /// (an MCA enum: its message names the parameter, the value and the valid
-/// values, once per rank here as aggregation is off in the tests); hwbarr
-/// says once that it is disabled, serves nothing, and the job runs on with
-/// correct barriers.
+/// values); hwbarr says once that it is out, serves nothing, and the job
+/// runs on with correct barriers.
 #[test]
 fn invalid_values_are_refused_and_the_job_runs_on() {
-    for (param, valid) in [
-        ("algorithm", "0:\"auto\", 1:\"toggle\", 2:\"counter\", 3:\"linear\""),
-        ("idle", "0:\"auto\", 1:\"spin\", 2:\"yield\", 3:\"sleep\""),
-        ("inter", "0:\"auto\", 1:\"counter\", 2:\"dissemination\""),
+    for (param, names) in [
+        ("algorithm", &["auto", "toggle", "counter", "linear"][..]),
+        ("idle", &["auto", "spin", "yield", "sleep"]),
+        ("inter", &["auto", "counter", "dissemination"]),
     ] {
         let b = board();
         let name = format!("coll_hwbarr_{param}");
@@ -412,12 +405,18 @@ fn invalid_values_are_refused_and_the_job_runs_on() {
         assert!(job.ok(), "{param}\n{}", job.dump());
         assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
         let err = job.stderr();
-        let refused = err.lines().filter(|l| l.contains("Variable") && l.trim_end().ends_with(&name)).count();
-        assert_eq!(refused, 4, "Open MPI's message on every rank: {}", job.dump());
-        assert_eq!(err.lines().filter(|l| l.contains("Value") && l.trim_end().ends_with("bogus")).count(), 4, "{}", job.dump());
-        assert!(err.lines().any(|l| l.contains("Valid values") && l.contains(valid)), "{}", job.dump());
         assert_eq!(err.matches("is disabled for this").count(), 1, "hwbarr says it once: {}", job.dump());
         assert!(!err.contains("served"), "hwbarr must not serve: {}", job.dump());
+        // Open MPI's own refusal. Its 4.1.4 runtime sometimes loses help
+        // messages that several processes send at once (README, Limits):
+        // then only its "ORTE_ERROR_LOG ... show_help.c" lines remain.
+        let refused = err.lines().any(|l| l.contains("Variable") && l.trim_end().ends_with(&name));
+        if refused {
+            let list: Vec<String> = names.iter().enumerate().map(|(i, n)| rte::enum_value(i, n)).collect();
+            assert!(err.contains(&list.join(", ")), "valid values listed: {}", job.dump());
+        } else {
+            assert!(ompi_major() == 4 && err.contains("show_help.c"), "{}", job.dump());
+        }
     }
 }
 
@@ -1025,33 +1024,39 @@ fn device_refused_semantics() {
     assert!(err.contains("'MPI_COMM_WORLD' (cid 0): no shared-memory device"), "{}", job.dump());
 }
 
-/// By default mpirun aggregates help messages: the fallback of the ten
-/// communicators of `semantics` (each said by its rank 0) shows once, and
-/// Open MPI counts the others ("N more processes have sent help message";
-/// N is what reached mpirun before it flushed, 7-9 of the nine seen).
+/// Warnings are topics of the help file installed beside the component,
+/// rendered by Open MPI's help system (its box, the topic's explanation);
+/// with only the .so (no help file), each is one plain line.
 #[test]
-fn help_messages_are_aggregated() {
-    let b = board();
-    let launch = fault_launch("memfd", "all", "blocking");
-    let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
-    let job = run(
-        launch_cmd(
-            4,
-            &launch,
-            &[(rte::help_aggregate_param(), "1")],
-            &[("HWBARR_BOARD", b.to_str().unwrap())],
-            &["semantics", "100"],
-            120,
-        ),
-        120,
-    );
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    assert!(job.ok(), "{}", job.dump());
-    let err = job.stderr();
-    assert_eq!(fallback_lines(&err).len(), 1, "{}", job.dump());
-    let note = err.lines().find(|l| l.contains("sent help message help-coll-hwbarr.txt / no-device"));
-    let more: u32 = note.and_then(|l| l.split("] ").nth(1)?.split(' ').next()?.parse().ok()).unwrap_or(0);
-    assert!(more >= 1, "aggregated count: {}", job.dump());
+fn warnings_come_from_the_help_file() {
+    let body = "hwbarr could not set up its shared-memory segment";
+    let bare = scratch("bare-component");
+    std::fs::copy(target_dir().join("libmca_coll_hwbarr.so"), bare.join("mca_coll_hwbarr.so")).unwrap();
+    let pkglib = component_path().split(':').next().unwrap().to_string();
+    let bare_path = format!("{pkglib}:{}", bare.display());
+    for (path, rendered) in [(None, true), (Some(bare_path.as_str()), false)] {
+        let b = board();
+        let launch = fault_launch("memfd", "all", "blocking");
+        let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
+        let mut mca = vec![];
+        if let Some(p) = path {
+            mca.push(("mca_base_component_path", p));
+        }
+        let job = run(launch_cmd(4, &launch, &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "100"], 120), 120);
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        assert!(job.ok(), "{}", job.dump());
+        let err = job.stderr();
+        // One per communicator (world, dup, split halves, subsets, ...).
+        let n = fallback_lines(&err).len();
+        assert!(n >= 6, "{}", job.dump());
+        if rendered {
+            assert_eq!(err.matches(body).count(), n, "each with the topic's text: {}", job.dump());
+        } else {
+            assert_eq!(err.matches(body).count(), 0, "{}", job.dump());
+            assert_eq!(err.lines().filter(|l| l.starts_with("coll:hwbarr: communicator")).count(), n, "{}", job.dump());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&bare);
 }
 
 /// Across fake nodes: memfd refused on one node's leader (rank 2 leads
@@ -1137,7 +1142,6 @@ fn mpmd(
         c.args([rte::param_flag(), k, v]);
     }
     c.args(["--mca", "mca_base_component_path", component_path()]);
-    c.args(["--mca", rte::help_aggregate_param(), "0"]);
     for (k, v) in mca {
         c.args(["--mca", k, v]);
     }
@@ -1146,7 +1150,11 @@ fn mpmd(
             c.arg(":");
         }
         c.args(["-np", &np.to_string()]);
-        for v in vars {
+        // A context's own hosts (PRRTE applies --host per app context).
+        if let Some(h) = vars.iter().find_map(|v| v.strip_prefix("--host=")) {
+            c.args(["--host", h]);
+        }
+        for v in vars.iter().filter(|v| !v.starts_with("--host=")) {
             c.args(["-x", v]);
         }
         c.arg(target_dir().join("examples/barrier_check"));
@@ -1232,16 +1240,17 @@ fn fake_nodes_disagreeing_inter_and_algorithm() {
     let rte_params: Vec<(&str, &str)> = rte_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let btl = format!("self,{},tcp", rte::shm_btl());
     let b = board();
-    let ctx = |alg: &str, inter: &str| {
+    let ctx = |alg: &str, inter: &str, host: &str| {
         vec![
             format!("OMPI_MCA_coll_hwbarr_algorithm={alg}"),
             format!("OMPI_MCA_coll_hwbarr_inter={inter}"),
             "HWBARR_BOARD".to_string(),
+            format!("--host={host}"),
         ]
     };
     let job = mpmd(
-        &[(2, ctx("toggle", "counter")), (2, ctx("counter", "dissemination"))],
-        &["--host", "nodea:2,nodeb:2"],
+        &[(2, ctx("toggle", "counter", "nodea:2")), (2, ctx("counter", "dissemination", "nodeb:2"))],
+        &[],
         &rte_params,
         &[("btl", &btl), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1"), ("coll_hwbarr_verbose", "2")],
         &[("HWBARR_FAKENODE_ROOT", root.to_str().unwrap()), ("HWBARR_BOARD", b.to_str().unwrap())],
