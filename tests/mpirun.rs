@@ -157,6 +157,20 @@ fn launch_cmd(
     launch_rte_cmd(np, launch, &[], mca, env, args, secs)
 }
 
+thread_local! {
+    /// Another component path for the jobs this thread launches (the
+    /// fault-injection build); see `with_component_path`.
+    static COMPONENT_PATH_OVERRIDE: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with jobs launched on `path` instead of the default build.
+fn with_component_path<T>(path: &'static str, f: impl FnOnce() -> T) -> T {
+    COMPONENT_PATH_OVERRIDE.with(|o| o.set(Some(path)));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    COMPONENT_PATH_OVERRIDE.with(|o| o.set(None));
+    out.unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
 fn launch_rte_cmd(
     np: usize,
     launch: &[&str],
@@ -174,7 +188,8 @@ fn launch_rte_cmd(
     for (k, v) in rte {
         c.args([rte::param_flag(), k, v]);
     }
-    c.args(["--mca", "mca_base_component_path", component_path()]);
+    let path = COMPONENT_PATH_OVERRIDE.with(|o| o.get()).unwrap_or_else(component_path);
+    c.args(["--mca", "mca_base_component_path", path]);
     for (k, v) in mca {
         c.args(["--mca", k, v]);
     }
@@ -1229,5 +1244,133 @@ fn hwbarr_on_some_ranks_only_fails_fast() {
             "{}",
             job.dump()
         );
+    }
+}
+
+// --- a rank dies while the others wait (issue 12, point 3) ---
+
+/// Processes (other than us) whose environment holds `mark`: the job's
+/// mpirun, daemons and ranks all inherit it.
+fn processes_marked(mark: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let needle = mark.as_bytes();
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.chars().all(|c| c.is_ascii_digit()) || pid == me {
+            continue;
+        }
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if env.split(|&b| b == 0).any(|v| v == needle) {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            out.push(format!("{pid}: {}", String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// One job in which a rank dies (`how`: kill or abort) while the others
+/// wait (`wait`: barrier, ibarrier, persistent), on one node or on fake
+/// nodes (`hosts`). Checks that mpirun ends within 10 s of the death (the
+/// dying rank writes the time), and that nothing is left: no process of
+/// the job, none of the /dev/shm files the dying rank mapped, no hwbarr
+/// name in /dev/shm, an empty session directory (and fake-node dirs).
+fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Option<&str>, victim: Option<usize>) {
+    let what = format!("np {np} {how} while others wait in {wait} {mca:?} hosts {hosts:?} victim {victim:?}");
+    let dir = scratch("death");
+    let sess = dir.join("session");
+    let root = dir.join("fakenodes");
+    std::fs::create_dir_all(&sess).unwrap();
+    let stamp = dir.join("stamp");
+    let mark = format!("HWBARR_JOB_MARK={}", dir.display());
+    let victim_s = victim.map(|v| v.to_string()).unwrap_or_default();
+    let mut env: Vec<(&str, &str)> = vec![
+        ("HWBARR_DIE", how),
+        ("HWBARR_DIE_WAIT", wait),
+        ("HWBARR_DIE_STAMP", stamp.to_str().unwrap()),
+        ("HWBARR_JOB_MARK", mark.split_once('=').unwrap().1),
+        ("HWBARR_FAKENODE_ROOT", root.to_str().unwrap()),
+    ];
+    if victim.is_some() {
+        env.push(("HWBARR_DIE_RANK", &victim_s));
+    }
+    let mut launch: Vec<&str> = vec![];
+    for (k, _) in &env {
+        launch.extend(["-x", k]);
+    }
+    let mut rte_params: Vec<(&str, String)> = vec![(rte::tmpdir_param(), sess.display().to_string())];
+    let btl = format!("self,{},tcp", rte::shm_btl());
+    let mut all: Vec<(&str, &str)> = mca.to_vec();
+    if let Some(h) = hosts {
+        launch.extend(["--host", h]);
+        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+        rte_params.extend(rte::fake_node_params(agent.to_str().unwrap()));
+        all.extend([("btl", btl.as_str()), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1")]);
+    }
+    let rte_ref: Vec<(&str, &str)> = rte_params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let before = shm_names();
+    let job = run(launch_rte_cmd(np, &launch, &rte_ref, &all, &env, &["die", "20"], 60), 60);
+    let end = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    // Processes of the job may take a moment to be reaped after mpirun.
+    let mut left_procs = processes_marked(&mark);
+    for _ in 0..30 {
+        if left_procs.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left_procs = processes_marked(&mark);
+    }
+    let text = std::fs::read_to_string(&stamp).unwrap_or_default();
+    let left_files = files_under(&sess);
+    let left_nodes = files_under(&root);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!job.timed_out() && !job.ok(), "{what}: must end, and fail\n{}", job.dump());
+    let mut lines = text.lines();
+    let died: u128 = lines.next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("{what}: no stamp\n{}", job.dump()));
+    let secs = (end.saturating_sub(died)) as f64 / 1e9;
+    eprintln!("{what}: mpirun ended {secs:.2} s after the death");
+    assert!(secs <= 10.0, "{what}: ended {secs:.2} s after the death\n{}", job.dump());
+    assert!(!job.stdout().contains("survived"), "{what}\n{}", job.dump());
+    assert!(left_procs.is_empty(), "{what}: processes left: {left_procs:?}");
+    let job_shm: Vec<&str> = lines.filter(|l| Path::new(l).exists()).collect();
+    assert!(job_shm.is_empty(), "{what}: the job's /dev/shm files are left: {job_shm:?}");
+    let new_hwbarr: Vec<String> = shm_names().into_iter().filter(|n| n.contains("hwbarr") && !before.contains(n)).collect();
+    assert!(new_hwbarr.is_empty(), "{what}: {new_hwbarr:?}");
+    assert!(left_files.is_empty(), "{what}: left in the session dir: {left_files:?}");
+    assert!(left_nodes.is_empty(), "{what}: left in the fake nodes' dirs: {left_nodes:?}");
+}
+
+const WAITS: [&str; 3] = ["barrier", "ibarrier", "persistent"];
+
+/// SIGKILL or MPI_Abort of one rank while the others wait in MPI_Barrier,
+/// in MPI_Wait on an MPI_Ibarrier or on a persistent barrier, at 2 ranks
+/// (spinning, and asleep on the futex with idle=sleep), 4 and 8 ranks (8
+/// on 2 cores sleeps by itself): the job ends within 10 s, leaving nothing.
+#[test]
+fn death_while_others_wait_ends_the_job_within_10_s() {
+    for (np, mca) in [
+        (2, &[][..]),
+        (2, &[("coll_hwbarr_idle", "sleep")][..]),
+        (4, &[][..]),
+        (8, &[][..]),
+    ] {
+        for how in ["kill", "abort"] {
+            for wait in WAITS {
+                death_job(np, how, wait, mca, None, None);
+            }
+        }
+    }
+}
+
+/// The same across fake nodes (2+2): the dying rank is a node leader
+/// (rank 2) or not (rank 3), with the others waiting in each kind.
+#[test]
+fn fake_nodes_death_while_others_wait_ends_the_job_within_10_s() {
+    for how in ["kill", "abort"] {
+        for wait in WAITS {
+            for victim in [2, 3] {
+                death_job(4, how, wait, &[("coll_hwbarr_idle", "sleep")], Some("nodea:2,nodeb:2"), Some(victim));
+            }
+        }
     }
 }
