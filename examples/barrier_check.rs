@@ -365,6 +365,11 @@ fn p2pfault(world: &SimpleCommunicator, iters: u64) {
     // waited on or freed below.
     unsafe {
         assert_eq!(mpi::ffi::MPI_Comm_set_errhandler(comm, mpi::ffi::RSMPI_ERRORS_RETURN), 0);
+        if std::env::var_os("HWBARR_WORLD_ERRORS_RETURN").is_some() {
+            // Open MPI 4.1's MPI_Wait raises a failed collective request's
+            // error on MPI_COMM_WORLD's handler, not its communicator's.
+            assert_eq!(mpi::ffi::MPI_Comm_set_errhandler(world.as_raw(), mpi::ffi::RSMPI_ERRORS_RETURN), 0);
+        }
         let mut p = mpi::ffi::RSMPI_REQUEST_NULL;
         if kind == "persistent" {
             assert_eq!(barrier_init::barrier_init(comm, mpi::ffi::RSMPI_INFO_NULL, &mut p), 0);

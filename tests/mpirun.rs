@@ -1374,3 +1374,156 @@ fn fake_nodes_death_while_others_wait_ends_the_job_within_10_s() {
         }
     }
 }
+
+// --- hwbarr's own point-to-point operations fail (issue 12, point 4) ---
+
+/// The component built with the `fault-injection` feature (once, by cargo,
+/// into `<target>/fault`), on a component path of its own.
+fn fault_component_path() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let root = target_dir().parent().unwrap().join("fault");
+        let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--release", "--lib", "--features", "fault-injection"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("CARGO_TARGET_DIR", &root)
+            .status()
+            .expect("run cargo");
+        assert!(st.success(), "cargo build --features fault-injection");
+        let dir = root.join("components");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(root.join("release/libmca_coll_hwbarr.so"), dir.join("mca_coll_hwbarr.so")).unwrap();
+        let pkglib = component_path().split(':').next().unwrap().to_string();
+        format!("{pkglib}:{}", dir.display())
+    })
+}
+
+/// A `p2pfault` job: `spec` is HWBARR_FAULT_P2P, `kind` the barrier kind,
+/// on one node (`hosts` None, `np` ranks) or on fake nodes.
+fn p2p_job(np: usize, hosts: Option<&str>, spec: &str, kind: &str, on_error: &str, iters: u32) -> Job {
+    let it = iters.to_string();
+    let world_er = if ompi_major() < 5 { "1" } else { "" };
+    let mut env: Vec<(&str, &str)> = vec![("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind), ("HWBARR_ON_ERROR", on_error)];
+    if !world_er.is_empty() {
+        env.push(("HWBARR_WORLD_ERRORS_RETURN", world_er));
+    }
+    let args = ["p2pfault", it.as_str()];
+    match hosts {
+        None => {
+            let mut launch = vec![];
+            for (k, _) in &env {
+                launch.extend(["-x", *k]);
+            }
+            run(launch_cmd(np, &launch, &[("coll_hwbarr_verbose", "1")], &env, &args, 60), 60)
+        }
+        Some(h) => {
+            let list = env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";");
+            fake_nodes_env_list(h, &list, &[("coll_hwbarr_verbose", "1")], &args)
+        }
+    }
+}
+
+/// Every rank got an MPI error at barrier `at` (and says which class),
+/// its later barriers on that communicator fail too, and the job ended
+/// cleanly (every rank finalized).
+fn assert_error_everywhere(job: &Job, np: usize, at: u32, what: &str) {
+    assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+    let out = job.stdout();
+    for r in 0..np {
+        let want = format!("rank {r}: p2pfault ");
+        let line = out.lines().find(|l| l.starts_with(&want) && l.contains("error at barrier"));
+        let line = line.unwrap_or_else(|| panic!("{what}: rank {r} got no error\n{}", job.dump()));
+        assert!(line.contains(&format!("error at barrier {at}: class ")), "{what}: {line}\n{}", job.dump());
+        assert!(out.contains(&format!("rank {r}: p2pfault: later barrier on the dup returns an error")), "{what}\n{}", job.dump());
+        assert!(out.contains(&format!("rank {r}: p2pfault done")), "{what}\n{}", job.dump());
+    }
+    assert!(job.stderr().contains("fault injection: point-to-point operation"), "{what}\n{}", job.dump());
+}
+
+const KINDS: [&str; 3] = ["blocking", "nonblocking", "persistent"];
+
+/// The device bootstrap (first barrier on one node): hwbarr's first
+/// operation fails on every rank (rank 0's offer, the peers' receive of
+/// it), or its last (rank 0's verdict, the peer's receive of it).
+#[test]
+fn p2p_failure_in_the_bootstrap_reaches_every_rank() {
+    with_component_path(fault_component_path(), || {
+        for kind in KINDS {
+            for np in [2, 3, 4] {
+                let job = p2p_job(np, None, "1", kind, "", 20);
+                assert_error_everywhere(&job, np, 1, &format!("bootstrap first op, np {np} {kind}"));
+            }
+            let job = p2p_job(2, None, "0:3,1:3", kind, "", 20);
+            assert_error_everywhere(&job, 2, 1, &format!("bootstrap verdict, {kind}"));
+        }
+    });
+}
+
+/// The layout exchange (first barrier across fake nodes): every rank's
+/// first operation fails.
+#[test]
+fn p2p_failure_in_the_layout_exchange_reaches_every_rank() {
+    with_component_path(fault_component_path(), || {
+        for kind in KINDS {
+            let job = p2p_job(4, Some("nodea:2,nodeb:2"), "1", kind, "", 20);
+            assert_error_everywhere(&job, 4, 1, &format!("layout exchange, {kind}"));
+        }
+    });
+}
+
+/// The leaders' messages of a later barrier across fake nodes, where every
+/// rank leads its node: 1+1 (counter broadcast; the exchange takes 2
+/// operations per rank, each barrier 2, so operation 9 is barrier 5's
+/// first) and 4×1 (dissemination, 2 rounds of 2; rank 0's exchange takes
+/// 6 operations, the others' 2, so barrier 3 starts at 11 and 7).
+#[test]
+fn p2p_failure_in_the_leaders_messages_reaches_every_rank() {
+    with_component_path(fault_component_path(), || {
+        for kind in KINDS {
+            let job = p2p_job(2, Some("nodea:1,nodeb:1"), "9", kind, "", 20);
+            assert_error_everywhere(&job, 2, 5, &format!("leaders 1+1, {kind}"));
+            let job = p2p_job(4, Some("nodea:1,nodeb:1,nodec:1,noded:1"), "0:11,1:7,2:7,3:7", kind, "", 20);
+            assert_error_everywhere(&job, 4, 3, &format!("leaders 4x1, {kind}"));
+        }
+    });
+}
+
+/// What still fails: an operation that fails on some ranks only leaves
+/// their peers waiting (nothing tells them), so only the ranks that saw
+/// the error get it. Rank 0's offer on one node (its peers wait for it),
+/// and both leaders' messages on 2+2 (their nodes' other ranks wait on the
+/// device). An application that aborts on the error ends the job.
+#[test]
+fn p2p_failure_on_some_ranks_reaches_those_ranks_and_abort_ends_the_job() {
+    with_component_path(fault_component_path(), || {
+        for (np, hosts, spec, failing, at) in [
+            (3, None, "0:1", vec![0], 1),
+            // 2+2: rank 0's exchange takes 6 operations and its node's
+            // bootstrap 3, rank 2's 2 and 3; each barrier 2 more.
+            (4, Some("nodea:2,nodeb:2"), "0:12,2:8", vec![0, 2], 3),
+        ] {
+            let job = p2p_job(np, hosts, spec, "blocking", "abort", 20);
+            let what = format!("{spec} on {hosts:?}");
+            assert!(!job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+            let out = job.stdout();
+            for r in failing {
+                assert!(out.contains(&format!("rank {r}: p2pfault blocking: error at barrier {at}: class ")), "{what}\n{}", job.dump());
+            }
+        }
+    });
+}
+
+/// The switch exists only in the fault-injection build: the default build
+/// does not contain it, and with it the same job sees no error.
+#[test]
+fn default_build_has_no_fault_injection() {
+    let default = std::fs::read(target_dir().join("libmca_coll_hwbarr.so")).unwrap();
+    let needle = b"HWBARR_FAULT_P2P";
+    assert!(!default.windows(needle.len()).any(|w| w == needle), "default build contains the fault switch");
+    let path = fault_component_path();
+    let fault = std::fs::read(Path::new(path.rsplit(':').next().unwrap()).join("mca_coll_hwbarr.so")).unwrap();
+    assert!(fault.windows(needle.len()).any(|w| w == needle), "the fault build lacks it");
+    let job = p2p_job(3, None, "1", "blocking", "", 20);
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("p2pfault blocking: no error in 20 barriers").count(), 3, "{}", job.dump());
+}
