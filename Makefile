@@ -3,6 +3,8 @@
 #   make install    copy it where that Open MPI loads it (see COMPONENT_DIR)
 #   make run        build, install into a private dir, hwbarr vs. the stock barrier
 #   make test       unit tests, model checks, mpirun integration tests
+#   make soak       10^6 barriers at 2 ranks, 3*10^5 at 4, every kind, random
+#                   communicators; checks semantics, RSS, mappings, fds (not in make test)
 #   make bench      hwbarr vs. the stock barriers at 2/4/8 ranks: table, CSV, PNG chart
 #                   (OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
 # OMPI_PREFIX=<prefix> builds and tests against the Open MPI installed there
@@ -34,7 +36,7 @@ PKGLIBDIR    = $(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed '
 COMPONENT_DIR ?= $(shell d="$(PKGLIBDIR)"; if [ -n "$$d" ] && [ -w "$$d" ]; then echo "$$d"; else echo "$(HOME)/.openmpi/components"; fi)
 export HWBARR_TARGET_DIR := $(TARGET_DIR)
 
-.PHONY: all build deps install run test unit-test mpirun-test lint bench clean
+.PHONY: all build deps install run test soak unit-test mpirun-test lint bench clean
 
 all: build
 
@@ -57,6 +59,13 @@ test: build
 	$(CARGO) test --release --lib --test model_cores
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun -- --test-threads=1
+
+# The fault-injection tests build the component with `--features
+# fault-injection` themselves, into $(TARGET_DIR)/fault: never the build
+# that `make`/`make install` ship.
+soak: build
+	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
+	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun soak -- --ignored --nocapture --test-threads=1
 
 bench: build
 	@scripts/deps.sh bench

@@ -15,7 +15,18 @@
 //! - `churn <live>`: `live` communicators alive at once, each used for a
 //!   barrier, then all freed, twice; prints how many hwbarr segments this
 //!   process maps at each point.
-//! - `die <after>`: world rank 1 SIGKILLs itself in the middle of barriers.
+//! - `die <after>`: world rank 1 SIGKILLs itself in the middle of barriers;
+//!   with HWBARR_DIE=kill|abort one rank dies (SIGKILL or MPI_Abort) while
+//!   the others wait in MPI_Barrier, MPI_Wait on an MPI_Ibarrier or on a
+//!   persistent barrier (HWBARR_DIE_WAIT), after writing the time of its
+//!   death to HWBARR_DIE_STAMP (see `die_while_others_wait`).
+//! - `p2pfault <iters>`: barriers on a dup with MPI_ERRORS_RETURN, run with
+//!   hwbarr's own point-to-point operations failing (HWBARR_FAULT_P2P, test
+//!   builds); prints the error class each rank got.
+//! - `soak <barriers>`: blocking, non-blocking and persistent barriers on
+//!   long-lived and short-lived communicators with random delays, checked
+//!   on the board; prints resident memory, mappings and fds after warm-up
+//!   and at the end (see `soak`).
 //! - `intercomm <rounds>`: barriers on an even/odd intercommunicator.
 //! - `nonblocking <iters>`: MPI_Ibarrier on three communicators at once,
 //!   completed in a random order per rank (Wait, Test loops, Waitany,
@@ -260,6 +271,10 @@ fn churn(world: &SimpleCommunicator, live: u64) {
 }
 
 fn die(world: &SimpleCommunicator, after: u64) {
+    let how = std::env::var("HWBARR_DIE").unwrap_or_else(|_| "inside".into());
+    if how != "inside" {
+        return die_while_others_wait(world, after, &how);
+    }
     let me = world.rank();
     for i in 0..after {
         world.barrier();
@@ -279,6 +294,138 @@ fn die(world: &SimpleCommunicator, after: u64) {
     world.barrier();
     world.barrier();
     println!("rank {me}: survived");
+}
+
+/// `die` with HWBARR_DIE=kill|abort: after `after` barriers of every kind,
+/// every rank but one (HWBARR_DIE_RANK, default the last) waits in the
+/// kind HWBARR_DIE_WAIT names (`barrier`, `ibarrier`: MPI_Wait on an
+/// MPI_Ibarrier, `persistent`: MPI_Wait on a started persistent barrier);
+/// the dying rank lets them settle (300 ms: long enough to be asleep on
+/// the futex when waiting sleeps), writes the time of its death (ns since
+/// the epoch) and the /dev/shm files it maps to HWBARR_DIE_STAMP, and
+/// SIGKILLs itself or calls MPI_Abort.
+fn die_while_others_wait(world: &SimpleCommunicator, after: u64, how: &str) {
+    let me = world.rank();
+    let victim = std::env::var("HWBARR_DIE_RANK").ok().and_then(|s| s.parse().ok()).unwrap_or(world.size() - 1);
+    let wait = std::env::var("HWBARR_DIE_WAIT").unwrap_or_else(|_| "barrier".into());
+    let mut p = Raw::persistent(world);
+    for _ in 0..after {
+        world.barrier();
+        Raw::ibarrier(world).wait();
+        p.start();
+        p.wait();
+    }
+    if me != victim {
+        match wait.as_str() {
+            "barrier" => world.barrier(),
+            "ibarrier" => Raw::ibarrier(world).wait(),
+            "persistent" => {
+                p.start();
+                p.wait();
+            }
+            other => panic!("unknown HWBARR_DIE_WAIT {other}"),
+        }
+        println!("rank {me}: survived");
+        return;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut shm: Vec<&str> = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).filter(|f| f.starts_with("/dev/shm/")).collect();
+    shm.sort();
+    shm.dedup();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    if let Ok(path) = std::env::var("HWBARR_DIE_STAMP") {
+        let tmp = format!("{path}.tmp");
+        std::fs::write(&tmp, format!("{now}\n{}\n", shm.join("\n"))).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
+    if how == "abort" {
+        use mpi::raw::AsRaw;
+        // SAFETY: MPI_Abort on a live communicator; it does not return.
+        unsafe { mpi::ffi::MPI_Abort(world.as_raw(), 7) };
+    }
+    // SAFETY: kill(2) on our own pid.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+}
+
+/// `p2pfault <iters>`: on a dup of MPI_COMM_WORLD with MPI_ERRORS_RETURN,
+/// `iters` barriers of the kind HWBARR_KIND names (`blocking`,
+/// `nonblocking`, `persistent`), meant to run with HWBARR_FAULT_P2P (a
+/// component built with the `fault-injection` feature). A rank that gets
+/// an error prints its class and stops using the dup; then, with
+/// HWBARR_ON_ERROR=abort, it calls MPI_Abort; otherwise every rank meets
+/// in a barrier on MPI_COMM_WORLD, frees the dup and finalizes.
+fn p2pfault(world: &SimpleCommunicator, iters: u64) {
+    use mpi::raw::AsRaw;
+    let me = world.rank();
+    let kind = std::env::var("HWBARR_KIND").unwrap_or_else(|_| "blocking".into());
+    let dup = world.duplicate();
+    let comm = dup.as_raw();
+    // SAFETY: raw MPI calls on a live communicator; requests are ours and
+    // waited on or freed below.
+    unsafe {
+        assert_eq!(mpi::ffi::MPI_Comm_set_errhandler(comm, mpi::ffi::RSMPI_ERRORS_RETURN), 0);
+        if std::env::var_os("HWBARR_WORLD_ERRORS_RETURN").is_some() {
+            // Open MPI 4.1's MPI_Wait raises a failed collective request's
+            // error on MPI_COMM_WORLD's handler, not its communicator's.
+            assert_eq!(mpi::ffi::MPI_Comm_set_errhandler(world.as_raw(), mpi::ffi::RSMPI_ERRORS_RETURN), 0);
+        }
+        let mut p = mpi::ffi::RSMPI_REQUEST_NULL;
+        if kind == "persistent" {
+            assert_eq!(barrier_init::barrier_init(comm, mpi::ffi::RSMPI_INFO_NULL, &mut p), 0);
+        }
+        let mut failed = None;
+        for k in 1..=iters {
+            let rc = match kind.as_str() {
+                "blocking" => mpi::ffi::MPI_Barrier(comm),
+                "nonblocking" => {
+                    let mut r = mpi::ffi::RSMPI_REQUEST_NULL;
+                    match mpi::ffi::MPI_Ibarrier(comm, &mut r) {
+                        0 => mpi::ffi::MPI_Wait(&mut r, mpi::ffi::RSMPI_STATUS_IGNORE),
+                        rc => rc,
+                    }
+                }
+                "persistent" => match mpi::ffi::MPI_Start(&mut p) {
+                    0 => mpi::ffi::MPI_Wait(&mut p, mpi::ffi::RSMPI_STATUS_IGNORE),
+                    rc => rc,
+                },
+                other => panic!("unknown HWBARR_KIND {other}"),
+            };
+            if rc != 0 {
+                failed = Some((k, rc));
+                break;
+            }
+        }
+        match failed {
+            Some((k, rc)) => {
+                let mut class = 0;
+                mpi::ffi::MPI_Error_class(rc, &mut class);
+                let mut buf = vec![0u8; 512];
+                let mut len = 0;
+                mpi::ffi::MPI_Error_string(rc, buf.as_mut_ptr().cast(), &mut len);
+                let text = String::from_utf8_lossy(&buf[..len.max(0) as usize]).into_owned();
+                println!("rank {me}: p2pfault {kind}: error at barrier {k}: class {class} ({text})");
+                if std::env::var("HWBARR_ON_ERROR").as_deref() == Ok("abort") {
+                    mpi::ffi::MPI_Abort(world.as_raw(), 3);
+                }
+            }
+            None => println!("rank {me}: p2pfault {kind}: no error in {iters} barriers"),
+        }
+        // The dup is broken now (its later barriers fail at once): one
+        // more call says so without touching the network.
+        if failed.is_some() {
+            let rc = mpi::ffi::MPI_Barrier(comm);
+            println!("rank {me}: p2pfault: later barrier on the dup returns {}", if rc == 0 { "success" } else { "an error" });
+        }
+        if p != mpi::ffi::RSMPI_REQUEST_NULL {
+            // Inactive after its error or completion.
+            mpi::ffi::MPI_Request_free(&mut p);
+        }
+    }
+    world.barrier();
+    drop(dup);
+    world.barrier();
+    println!("rank {me}: p2pfault done");
 }
 
 /// Barriers on an intercommunicator between the even and the odd ranks:
@@ -657,6 +804,8 @@ fn main() {
         "progress" => progress(&world, arg),
         "churn" => churn(&world, arg),
         "die" => die(&world, arg),
+        "p2pfault" => p2pfault(&world, arg),
+        "soak" => soak(&world, arg),
         "intercomm" => intercomm(&world, arg),
         "nonblocking" => nonblocking(&world, arg),
         "persistent" => persistent(&world, arg),
@@ -665,4 +814,180 @@ fn main() {
         "first" => first(&world, arg),
         other => panic!("unknown mode {other}"),
     }
+}
+
+/// Mappings of this process (lines of /proc/self/maps).
+fn maps_count() -> usize {
+    std::fs::read_to_string("/proc/self/maps").map(|m| m.lines().count()).unwrap_or(0)
+}
+
+/// A communicator of the soak: the board check, and its persistent barrier.
+struct Soaked {
+    t: Tested,
+    p: Raw,
+}
+
+impl Soaked {
+    /// `comm` takes board slot `slot`, whose counts go on from the largest
+    /// any member left there (slots are reused by short-lived communicators).
+    fn new(comm: SimpleCommunicator, slot: usize, me: usize, board: &Board) -> Soaked {
+        let mut t = Tested::new(comm, slot, me);
+        let mine = board.cell(slot, me).load(SeqCst);
+        let mut base = 0u64;
+        t.comm.all_reduce_into(&mine, &mut base, SystemOperation::max());
+        board.cell(slot, me).store(base, SeqCst);
+        t.count = base;
+        let p = Raw::persistent(&t.comm);
+        Soaked { t, p }
+    }
+
+    /// Counts the next barrier as entered on the board.
+    fn enter(&mut self, board: &Board, me: usize) -> u64 {
+        self.t.count += 1;
+        board.cell(self.t.slot, me).store(self.t.count, SeqCst);
+        self.t.count
+    }
+}
+
+impl Drop for Soaked {
+    fn drop(&mut self) {
+        self.p.free();
+    }
+}
+
+/// `soak <barriers>`: at least `barriers` barriers per rank on
+/// MPI_COMM_WORLD, two long-lived dups and up to 8 short-lived
+/// communicators (dups and an even/odd split, created and freed at random),
+/// each barrier blocking, MPI_Ibarrier + Wait/Test, persistent Start +
+/// Wait, or ibarriers on two communicators completed in a random order.
+/// Every completion is checked on the board. Which communicator and kind
+/// come next is the same on every rank (a shared seed); delays and how
+/// requests complete differ per rank. Resident memory, mappings and fds
+/// are read after a warm-up (a tenth of the run) and at the end, with the
+/// same communicators alive (the short-lived ones freed) both times.
+fn soak(world: &SimpleCommunicator, barriers: u64) {
+    let board = Board::open();
+    let me = world.rank() as usize;
+    let n = world.size();
+    let mut shared = Rng(0x50AC_0001);
+    let mut mine = Rng(0x50AC_1000 ^ ((me as u64 + 9) * 0x9E37_79B9));
+    let started = std::time::Instant::now();
+    let world_dup = world.duplicate();
+    let mut fixed: Vec<Soaked> = Vec::new();
+    fixed.push(Soaked::new(world_dup, 0, me, &board));
+    for s in 1..3 {
+        fixed.push(Soaked::new(world.duplicate(), s, me, &board));
+    }
+    // Short-lived: slot 4 + i; None when free.
+    let mut temp: Vec<Option<Soaked>> = (0..8).map(|_| None).collect();
+    let (mut blocking, mut nonblocking, mut persistent, mut created, mut done) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let warmup = barriers / 10;
+    let mut before: Option<(usize, usize, usize)> = None;
+    let figures = || (rss_kib(), maps_count(), std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0));
+    while done < barriers {
+        if before.is_none() && done >= warmup {
+            temp.iter_mut().for_each(|t| *t = None);
+            world.barrier();
+            before = Some(figures());
+        }
+        let x = shared.next();
+        // Now and then, create or free a short-lived communicator.
+        if x % 1500 == 0 {
+            let i = ((x >> 16) % 8) as usize;
+            if temp[i].take().is_none() {
+                let comm = if (x >> 24) % 3 == 0 {
+                    world.split_by_color(Color::with_value((me % 2) as i32)).expect("split")
+                } else {
+                    world.duplicate()
+                };
+                temp[i] = Some(Soaked::new(comm, 4 + i, me, &board));
+                created += 1;
+            }
+            continue;
+        }
+        // The communicator: a long-lived one, or a live short-lived one.
+        let pick = ((x >> 8) % 11) as usize;
+        let kind = (x >> 32) % 8;
+        let c: &mut Soaked = if pick < 3 {
+            &mut fixed[pick]
+        } else {
+            match temp[pick - 3].as_mut() {
+                Some(c) => c,
+                None => &mut fixed[pick % 3],
+            }
+        };
+        if mine.next() % 16 == 0 {
+            mine.delay();
+        }
+        match kind {
+            0..=2 => {
+                c.t.checked_barrier(&board, me);
+                blocking += 1;
+            }
+            3..=4 => {
+                let k = c.enter(&board, me);
+                let mut r = Raw::ibarrier(&c.t.comm);
+                if mine.next() % 2 == 0 {
+                    r.wait();
+                } else {
+                    while !r.test() {}
+                }
+                check_after(&c.t, &board, me, k);
+                nonblocking += 1;
+            }
+            5..=6 => {
+                let k = c.enter(&board, me);
+                c.p.start();
+                if mine.next() % 2 == 0 {
+                    c.p.wait();
+                } else {
+                    while !c.p.test() {}
+                }
+                check_after(&c.t, &board, me, k);
+                persistent += 1;
+            }
+            _ => {
+                // This one and a long-lived other, completed in a random order.
+                let k1 = c.enter(&board, me);
+                let mut r1 = Raw::ibarrier(&c.t.comm);
+                let slot1 = c.t.slot;
+                let o = &mut fixed[((x >> 40) % 3) as usize];
+                if o.t.slot == slot1 {
+                    r1.wait();
+                    check_after(&o.t, &board, me, k1);
+                    nonblocking += 1;
+                } else {
+                    let k2 = o.enter(&board, me);
+                    let mut r2 = Raw::ibarrier(&o.t.comm);
+                    if mine.next() % 2 == 0 {
+                        r2.wait();
+                        r1.wait();
+                    } else {
+                        r1.wait();
+                        r2.wait();
+                    }
+                    check_after(&o.t, &board, me, k2);
+                    let c: &Soaked = if pick < 3 { &fixed[pick] } else { temp[pick - 3].as_ref().unwrap_or(&fixed[pick % 3]) };
+                    check_after(&c.t, &board, me, k1);
+                    nonblocking += 2;
+                }
+            }
+        }
+        done = blocking + nonblocking + persistent;
+    }
+    temp.iter_mut().for_each(|t| *t = None);
+    world.barrier();
+    let after = figures();
+    let before = before.unwrap_or(after);
+    println!(
+        "rank {me} of {n}: soak OK: {done} barriers ({blocking} blocking, {nonblocking} non-blocking, {persistent} persistent), \
+         {created} communicators created, {:.1} s; rss_kib {}->{} maps {}->{} fds {}->{}",
+        started.elapsed().as_secs_f64(),
+        before.0,
+        after.0,
+        before.1,
+        after.1,
+        before.2,
+        after.2
+    );
 }

@@ -21,12 +21,18 @@ pub struct Pml {
 
 impl Pml {
     pub fn send(&self, buf: &[u8], dst: c_int) -> c_int {
+        if let Some(rc) = fault::injected() {
+            return rc;
+        }
         // SAFETY: `comm` is the live communicator the module serves; the
         // buffer is valid for its length for the whole (blocking) call.
         unsafe { hwb_pml_send(buf.as_ptr().cast(), buf.len(), dst, TAG, self.comm) }
     }
 
     pub fn recv(&self, buf: &mut [u8], src: c_int) -> c_int {
+        if let Some(rc) = fault::injected() {
+            return rc;
+        }
         // SAFETY: as in `send`; the buffer is writable for its length.
         unsafe { hwb_pml_recv(buf.as_mut_ptr().cast(), buf.len(), src, TAG, self.comm) }
     }
@@ -48,6 +54,9 @@ impl Flight {
     }
 
     pub fn isend(&mut self, buf: &[u64], dst: c_int) -> Result<(), c_int> {
+        if let Some(rc) = fault::injected() {
+            return Err(rc);
+        }
         let mut r = null_mut();
         // SAFETY: the caller keeps `buf` alive until every request completed
         // (`done` or `wait`); zero-length buffers are never touched.
@@ -58,6 +67,9 @@ impl Flight {
     }
 
     pub fn irecv(&mut self, buf: &mut [u64], src: c_int) -> Result<(), c_int> {
+        if let Some(rc) = fault::injected() {
+            return Err(rc);
+        }
         let mut r = null_mut();
         // SAFETY: as in `isend`; the buffer is writable and outlives the request.
         let rc = unsafe {
@@ -100,6 +112,54 @@ impl Flight {
             crate::ffi::progress();
         }
         Ok(())
+    }
+}
+
+/// Test builds only (cargo feature `fault-injection`, which `make test`
+/// uses for its fault tests; `make`/`make install` never enable it):
+/// `HWBARR_FAULT_P2P=<n>` makes the n-th point-to-point operation hwbarr
+/// posts in this process fail (`OMPI_ERROR`, nothing posted);
+/// `HWBARR_FAULT_P2P=<rank>:<n>,...` does so on the listed world ranks
+/// only, each at its own n. Every send and receive hwbarr posts goes
+/// through `Pml` or `Flight`, so this reaches the device bootstrap, the
+/// layout exchange, the leaders' messages and the linear barrier.
+#[cfg(feature = "fault-injection")]
+mod fault {
+    use std::ffi::c_int;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::OnceLock;
+
+    fn target() -> Option<u64> {
+        static N: OnceLock<Option<u64>> = OnceLock::new();
+        *N.get_or_init(|| {
+            let spec = std::env::var("HWBARR_FAULT_P2P").ok()?;
+            let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
+            spec.split(',').find_map(|item| match item.split_once(':') {
+                None => item.trim().parse().ok(),
+                Some((r, n)) if r.trim() == rank => n.trim().parse().ok(),
+                Some(_) => None,
+            })
+        })
+    }
+
+    /// Counts one operation; `Some(error)` if it is the one to fail.
+    pub fn injected() -> Option<c_int> {
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        let n = target()?;
+        if COUNT.fetch_add(1, Relaxed) + 1 != n {
+            return None;
+        }
+        crate::module::say(&format!("fault injection: point-to-point operation {n} of this rank fails"));
+        Some(crate::ffi::ERROR)
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+mod fault {
+    /// Default builds: no fault injection.
+    #[inline(always)]
+    pub fn injected() -> Option<std::ffi::c_int> {
+        None
     }
 }
 

@@ -163,6 +163,20 @@ fn launch_cmd(
     launch_rte_cmd(np, launch, &[], mca, env, args, secs)
 }
 
+thread_local! {
+    /// Another component path for the jobs this thread launches (the
+    /// fault-injection build); see `with_component_path`.
+    static COMPONENT_PATH_OVERRIDE: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with jobs launched on `path` instead of the default build.
+fn with_component_path<T>(path: &'static str, f: impl FnOnce() -> T) -> T {
+    COMPONENT_PATH_OVERRIDE.with(|o| o.set(Some(path)));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    COMPONENT_PATH_OVERRIDE.with(|o| o.set(None));
+    out.unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
 fn launch_rte_cmd(
     np: usize,
     launch: &[&str],
@@ -181,7 +195,8 @@ fn launch_rte_cmd(
         c.args([rte::param_flag(), k, v]);
     }
     if !mca.iter().any(|(k, _)| *k == "mca_base_component_path") {
-        c.args(["--mca", "mca_base_component_path", component_path()]);
+        let path = COMPONENT_PATH_OVERRIDE.with(|o| o.get()).unwrap_or_else(component_path);
+        c.args(["--mca", "mca_base_component_path", path]);
     }
     for (k, v) in mca {
         c.args(["--mca", k, v]);
@@ -1297,5 +1312,325 @@ fn hwbarr_on_some_ranks_only_fails_fast() {
             "{}",
             job.dump()
         );
+    }
+}
+
+// --- a rank dies while the others wait (issue 12, point 3) ---
+
+/// Processes (other than us) whose environment holds `mark`: the job's
+/// mpirun, daemons and ranks all inherit it.
+fn processes_marked(mark: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let needle = mark.as_bytes();
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.chars().all(|c| c.is_ascii_digit()) || pid == me {
+            continue;
+        }
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if env.split(|&b| b == 0).any(|v| v == needle) {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            out.push(format!("{pid}: {}", String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// One job in which a rank dies (`how`: kill or abort) while the others
+/// wait (`wait`: barrier, ibarrier, persistent), on one node or on fake
+/// nodes (`hosts`). Checks that mpirun ends within 10 s of the death (the
+/// dying rank writes the time), and that nothing is left: no process of
+/// the job, none of the /dev/shm files the dying rank mapped, no hwbarr
+/// name in /dev/shm, an empty session directory (and fake-node dirs).
+fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Option<&str>, victim: Option<usize>) {
+    let what = format!("np {np} {how} while others wait in {wait} {mca:?} hosts {hosts:?} victim {victim:?}");
+    let dir = scratch("death");
+    let sess = dir.join("session");
+    let root = dir.join("fakenodes");
+    std::fs::create_dir_all(&sess).unwrap();
+    let stamp = dir.join("stamp");
+    let mark = format!("HWBARR_JOB_MARK={}", dir.display());
+    let victim_s = victim.map(|v| v.to_string()).unwrap_or_default();
+    let mut env: Vec<(&str, &str)> = vec![
+        ("HWBARR_DIE", how),
+        ("HWBARR_DIE_WAIT", wait),
+        ("HWBARR_DIE_STAMP", stamp.to_str().unwrap()),
+        ("HWBARR_JOB_MARK", mark.split_once('=').unwrap().1),
+        ("HWBARR_FAKENODE_ROOT", root.to_str().unwrap()),
+    ];
+    if victim.is_some() {
+        env.push(("HWBARR_DIE_RANK", &victim_s));
+    }
+    let mut launch: Vec<&str> = vec![];
+    for (k, _) in &env {
+        launch.extend(["-x", k]);
+    }
+    let mut rte_params: Vec<(&str, String)> = vec![(rte::tmpdir_param(), sess.display().to_string())];
+    let btl = format!("self,{},tcp", rte::shm_btl());
+    let mut all: Vec<(&str, &str)> = mca.to_vec();
+    if let Some(h) = hosts {
+        launch.extend(["--host", h]);
+        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+        rte_params.extend(rte::fake_node_params(agent.to_str().unwrap()));
+        all.extend([("btl", btl.as_str()), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1")]);
+    }
+    let rte_ref: Vec<(&str, &str)> = rte_params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let before = shm_names();
+    let job = run(launch_rte_cmd(np, &launch, &rte_ref, &all, &env, &["die", "20"], 60), 60);
+    let end = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    // Processes of the job may take a moment to be reaped after mpirun.
+    let mut left_procs = processes_marked(&mark);
+    for _ in 0..30 {
+        if left_procs.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left_procs = processes_marked(&mark);
+    }
+    let text = std::fs::read_to_string(&stamp).unwrap_or_default();
+    let left_files = files_under(&sess);
+    let left_nodes = files_under(&root);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!job.timed_out() && !job.ok(), "{what}: must end, and fail\n{}", job.dump());
+    let mut lines = text.lines();
+    let died: u128 = lines.next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("{what}: no stamp\n{}", job.dump()));
+    let secs = (end.saturating_sub(died)) as f64 / 1e9;
+    eprintln!("{what}: mpirun ended {secs:.2} s after the death");
+    assert!(secs <= 10.0, "{what}: ended {secs:.2} s after the death\n{}", job.dump());
+    assert!(!job.stdout().contains("survived"), "{what}\n{}", job.dump());
+    assert!(left_procs.is_empty(), "{what}: processes left: {left_procs:?}");
+    let job_shm: Vec<&str> = lines.filter(|l| Path::new(l).exists()).collect();
+    assert!(job_shm.is_empty(), "{what}: the job's /dev/shm files are left: {job_shm:?}");
+    let new_hwbarr: Vec<String> = shm_names().into_iter().filter(|n| n.contains("hwbarr") && !before.contains(n)).collect();
+    assert!(new_hwbarr.is_empty(), "{what}: {new_hwbarr:?}");
+    assert!(left_files.is_empty(), "{what}: left in the session dir: {left_files:?}");
+    assert!(left_nodes.is_empty(), "{what}: left in the fake nodes' dirs: {left_nodes:?}");
+}
+
+const WAITS: [&str; 3] = ["barrier", "ibarrier", "persistent"];
+
+/// SIGKILL or MPI_Abort of one rank while the others wait in MPI_Barrier,
+/// in MPI_Wait on an MPI_Ibarrier or on a persistent barrier, at 2 ranks
+/// (spinning, and asleep on the futex with idle=sleep), 4 and 8 ranks (8
+/// on 2 cores sleeps by itself): the job ends within 10 s, leaving nothing.
+#[test]
+fn death_while_others_wait_ends_the_job_within_10_s() {
+    for (np, mca) in [
+        (2, &[][..]),
+        (2, &[("coll_hwbarr_idle", "sleep")][..]),
+        (4, &[][..]),
+        (8, &[][..]),
+    ] {
+        for how in ["kill", "abort"] {
+            for wait in WAITS {
+                death_job(np, how, wait, mca, None, None);
+            }
+        }
+    }
+}
+
+/// The same across fake nodes (2+2): the dying rank is a node leader
+/// (rank 2) or not (rank 3), with the others waiting in each kind.
+#[test]
+fn fake_nodes_death_while_others_wait_ends_the_job_within_10_s() {
+    for how in ["kill", "abort"] {
+        for wait in WAITS {
+            for victim in [2, 3] {
+                death_job(4, how, wait, &[("coll_hwbarr_idle", "sleep")], Some("nodea:2,nodeb:2"), Some(victim));
+            }
+        }
+    }
+}
+
+// --- hwbarr's own point-to-point operations fail (issue 12, point 4) ---
+
+/// The component built with the `fault-injection` feature (once, by cargo,
+/// into `<target>/fault`), on a component path of its own.
+fn fault_component_path() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let root = target_dir().parent().unwrap().join("fault");
+        let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--release", "--lib", "--features", "fault-injection"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("CARGO_TARGET_DIR", &root)
+            .status()
+            .expect("run cargo");
+        assert!(st.success(), "cargo build --features fault-injection");
+        let dir = root.join("components");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(root.join("release/libmca_coll_hwbarr.so"), dir.join("mca_coll_hwbarr.so")).unwrap();
+        let pkglib = component_path().split(':').next().unwrap().to_string();
+        format!("{pkglib}:{}", dir.display())
+    })
+}
+
+/// A `p2pfault` job: `spec` is HWBARR_FAULT_P2P, `kind` the barrier kind,
+/// on one node (`hosts` None, `np` ranks) or on fake nodes.
+fn p2p_job(np: usize, hosts: Option<&str>, spec: &str, kind: &str, on_error: &str, iters: u32) -> Job {
+    let it = iters.to_string();
+    let world_er = if ompi_major() < 5 { "1" } else { "" };
+    let mut env: Vec<(&str, &str)> = vec![("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind), ("HWBARR_ON_ERROR", on_error)];
+    if !world_er.is_empty() {
+        env.push(("HWBARR_WORLD_ERRORS_RETURN", world_er));
+    }
+    let args = ["p2pfault", it.as_str()];
+    match hosts {
+        None => {
+            let mut launch = vec![];
+            for (k, _) in &env {
+                launch.extend(["-x", *k]);
+            }
+            run(launch_cmd(np, &launch, &[("coll_hwbarr_verbose", "1")], &env, &args, 60), 60)
+        }
+        Some(h) => {
+            let list = env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";");
+            fake_nodes_env_list(h, &list, &[("coll_hwbarr_verbose", "1")], &args)
+        }
+    }
+}
+
+/// Every rank got an MPI error at barrier `at` (and says which class),
+/// its later barriers on that communicator fail too, and the job ended
+/// cleanly (every rank finalized).
+fn assert_error_everywhere(job: &Job, np: usize, at: u32, what: &str) {
+    assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+    let out = job.stdout();
+    for r in 0..np {
+        let want = format!("rank {r}: p2pfault ");
+        let line = out.lines().find(|l| l.starts_with(&want) && l.contains("error at barrier"));
+        let line = line.unwrap_or_else(|| panic!("{what}: rank {r} got no error\n{}", job.dump()));
+        assert!(line.contains(&format!("error at barrier {at}: class ")), "{what}: {line}\n{}", job.dump());
+        assert!(out.contains(&format!("rank {r}: p2pfault: later barrier on the dup returns an error")), "{what}\n{}", job.dump());
+        assert!(out.contains(&format!("rank {r}: p2pfault done")), "{what}\n{}", job.dump());
+    }
+    assert!(job.stderr().contains("fault injection: point-to-point operation"), "{what}\n{}", job.dump());
+}
+
+const KINDS: [&str; 3] = ["blocking", "nonblocking", "persistent"];
+
+/// The device bootstrap (first barrier on one node): hwbarr's first
+/// operation fails on every rank (rank 0's offer, the peers' receive of
+/// it), or its last (rank 0's verdict, the peer's receive of it).
+#[test]
+fn p2p_failure_in_the_bootstrap_reaches_every_rank() {
+    with_component_path(fault_component_path(), || {
+        for kind in KINDS {
+            for np in [2, 3, 4] {
+                let job = p2p_job(np, None, "1", kind, "", 20);
+                assert_error_everywhere(&job, np, 1, &format!("bootstrap first op, np {np} {kind}"));
+            }
+            let job = p2p_job(2, None, "0:3,1:3", kind, "", 20);
+            assert_error_everywhere(&job, 2, 1, &format!("bootstrap verdict, {kind}"));
+        }
+    });
+}
+
+/// The layout exchange (first barrier across fake nodes): every rank's
+/// first operation fails.
+#[test]
+fn p2p_failure_in_the_layout_exchange_reaches_every_rank() {
+    with_component_path(fault_component_path(), || {
+        for kind in KINDS {
+            let job = p2p_job(4, Some("nodea:2,nodeb:2"), "1", kind, "", 20);
+            assert_error_everywhere(&job, 4, 1, &format!("layout exchange, {kind}"));
+        }
+    });
+}
+
+/// The leaders' messages of a later barrier across fake nodes, where every
+/// rank leads its node: 1+1 (counter broadcast; the exchange takes 2
+/// operations per rank, each barrier 2, so operation 9 is barrier 5's
+/// first) and 4×1 (dissemination, 2 rounds of 2; rank 0's exchange takes
+/// 6 operations, the others' 2, so barrier 3 starts at 11 and 7).
+#[test]
+fn p2p_failure_in_the_leaders_messages_reaches_every_rank() {
+    with_component_path(fault_component_path(), || {
+        for kind in KINDS {
+            let job = p2p_job(2, Some("nodea:1,nodeb:1"), "9", kind, "", 20);
+            assert_error_everywhere(&job, 2, 5, &format!("leaders 1+1, {kind}"));
+            let job = p2p_job(4, Some("nodea:1,nodeb:1,nodec:1,noded:1"), "0:11,1:7,2:7,3:7", kind, "", 20);
+            assert_error_everywhere(&job, 4, 3, &format!("leaders 4x1, {kind}"));
+        }
+    });
+}
+
+/// What still fails: an operation that fails on some ranks only leaves
+/// their peers waiting (nothing tells them), so only the ranks that saw
+/// the error get it. Rank 0's offer on one node (its peers wait for it),
+/// and both leaders' messages on 2+2 (their nodes' other ranks wait on the
+/// device). An application that aborts on the error ends the job.
+#[test]
+fn p2p_failure_on_some_ranks_reaches_those_ranks_and_abort_ends_the_job() {
+    with_component_path(fault_component_path(), || {
+        for (np, hosts, spec, failing, at) in [
+            (3, None, "0:1", vec![0], 1),
+            // 2+2: rank 0's exchange takes 6 operations and its node's
+            // bootstrap 3, rank 2's 2 and 3; each barrier 2 more.
+            (4, Some("nodea:2,nodeb:2"), "0:12,2:8", vec![0, 2], 3),
+        ] {
+            let job = p2p_job(np, hosts, spec, "blocking", "abort", 20);
+            let what = format!("{spec} on {hosts:?}");
+            assert!(!job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+            let out = job.stdout();
+            for r in failing {
+                assert!(out.contains(&format!("rank {r}: p2pfault blocking: error at barrier {at}: class ")), "{what}\n{}", job.dump());
+            }
+        }
+    });
+}
+
+/// The switch exists only in the fault-injection build: the default build
+/// does not contain it, and with it the same job sees no error.
+#[test]
+fn default_build_has_no_fault_injection() {
+    let default = std::fs::read(target_dir().join("libmca_coll_hwbarr.so")).unwrap();
+    let needle = b"HWBARR_FAULT_P2P";
+    assert!(!default.windows(needle.len()).any(|w| w == needle), "default build contains the fault switch");
+    let path = fault_component_path();
+    let fault = std::fs::read(Path::new(path.rsplit(':').next().unwrap()).join("mca_coll_hwbarr.so")).unwrap();
+    assert!(fault.windows(needle.len()).any(|w| w == needle), "the fault build lacks it");
+    let job = p2p_job(3, None, "1", "blocking", "", 20);
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("p2pfault blocking: no error in 20 barriers").count(), 3, "{}", job.dump());
+}
+
+// --- the soak (issue 12, point 5): `make soak`, not part of `make test` ---
+
+/// 10^6 barriers per rank at 2 ranks and 3·10^5 at 4, of every kind, on
+/// long-lived and short-lived communicators (`soak` mode), checked on the
+/// board; mappings and fds must be unchanged between the end of the
+/// warm-up and the end, resident memory within 1 MiB. Prints the figures.
+#[test]
+#[ignore = "long: run by `make soak`"]
+fn soak() {
+    let scale: f64 = std::env::var("HWBARR_SOAK_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    for (np, barriers) in [(2usize, 1_000_000f64), (4, 300_000.0)] {
+        let n = ((barriers * scale) as u64).to_string();
+        let b = board();
+        let t = std::time::Instant::now();
+        let job = mpirun(np, &[], &[("HWBARR_BOARD", b.to_str().unwrap())], &["soak", &n], 1800);
+        let wall = t.elapsed().as_secs_f64();
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        assert!(job.ok(), "np {np}\n{}", job.dump());
+        let out = job.stdout();
+        let lines: Vec<&str> = out.lines().filter(|l| l.contains("soak OK")).collect();
+        assert_eq!(lines.len(), np, "{}", job.dump());
+        println!("soak np {np}: {n} barriers per rank, mpirun wall time {wall:.1} s");
+        for l in &lines {
+            println!("  {l}");
+            let nums = |key: &str| -> (i64, i64) {
+                let v = l.split(key).nth(1).unwrap().split_whitespace().next().unwrap();
+                let (a, b) = v.split_once("->").unwrap();
+                (a.parse().unwrap(), b.parse().unwrap())
+            };
+            let (r0, r1) = nums("rss_kib ");
+            let (m0, m1) = nums("maps ");
+            let (f0, f1) = nums("fds ");
+            assert_eq!(m0, m1, "mappings changed: {l}");
+            assert_eq!(f0, f1, "fds changed: {l}");
+            assert!(r1 - r0 <= 1024, "resident memory grew by {} KiB: {l}", r1 - r0);
+        }
     }
 }
