@@ -149,7 +149,8 @@ mod fault {
         if COUNT.fetch_add(1, Relaxed) + 1 != n {
             return None;
         }
-        crate::module::say(&format!("fault injection: point-to-point operation {n} of this rank fails"));
+        // Level 0: always shown (test builds only).
+        crate::report::verbose(0, &format!("fault injection: point-to-point operation {n} of this rank fails"));
         Some(crate::ffi::ERROR)
     }
 }
