@@ -75,7 +75,8 @@ if os.geteuid() == 0:
 
 
 def mpirun(np, args, prog, with_hwbarr=True, timeout=300, env=None):
-    path = PKGLIB + (":" + COMPONENT_DIR if with_hwbarr else "")
+    # Ours first: it shadows an hwbarr installed into Open MPI's own directory.
+    path = (COMPONENT_DIR + ":" if with_hwbarr else "") + PKGLIB
     cmd = ["mpirun"] + OVERSUB + ["--bind-to", "none", "-np", str(np),
            "--mca", "mca_base_component_path", path] + args + prog
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or ENV)

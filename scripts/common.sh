@@ -6,12 +6,13 @@ if [ "$(id -u)" = 0 ]; then
 fi
 PKGLIBDIR=$(ompi_info --path pkglibdir --parsable | sed 's/.*://')
 
-# hw_mpirun <np> [mpirun args...]: oversubscription allowed, Open MPI's own
-# components plus ours only (not whatever sits in ~/.openmpi/components).
+# hw_mpirun <np> [mpirun args...]: oversubscription allowed, ours (first, so
+# that it shadows an installed hwbarr) plus Open MPI's own components, not
+# whatever sits in ~/.openmpi/components.
 hw_mpirun() {
   local oversub="--oversubscribe"
   case "$(ompi_info --version 2>/dev/null)" in *"Open MPI v5"*) oversub="--map-by :OVERSUBSCRIBE" ;; esac
   local np=$1; shift
   timeout -k 5 "${HW_TIMEOUT:-300}" mpirun $oversub --bind-to none -np "$np" \
-    --mca mca_base_component_path "$PKGLIBDIR:$COMPONENT_DIR" "$@"
+    --mca mca_base_component_path "$COMPONENT_DIR:$PKGLIBDIR" "$@"
 }

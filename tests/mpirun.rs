@@ -54,8 +54,16 @@ fn component_path() -> &'static str {
                 d
             }
         };
-        format!("{pkglib}:{}", dir.display())
+        // Ours first: a component name found twice is taken from the first
+        // directory, so an hwbarr installed into Open MPI's own directory
+        // (`make install` as root) cannot shadow the build under test.
+        format!("{}:{pkglib}", dir.display())
     })
+}
+
+/// Open MPI's own component directory.
+fn pkglib() -> &'static str {
+    component_path().rsplit(':').next().unwrap()
 }
 
 fn lock() -> MutexGuard<'static, ()> {
@@ -835,10 +843,9 @@ fn a_build_for_the_other_release_line_is_refused_in_one_line() {
     };
     let dir = scratch("other-build");
     std::fs::copy(&other, dir.join("mca_coll_hwbarr.so")).unwrap();
-    let pkglib = component_path().split(':').next().unwrap().to_string();
     let mut c = Command::new("timeout");
     c.args(["-k", "5", "60", "mpirun"]).args(rte::oversubscribe()).args(["-np", "2"]);
-    c.args(["--mca", "mca_base_component_path", &format!("{pkglib}:{}", dir.display())]);
+    c.args(["--mca", "mca_base_component_path", &format!("{}:{}", dir.display(), pkglib())]);
     c.args(["--mca", "coll_hwbarr_verbose", "2"]);
     c.arg(target_dir().join("examples/barrier_check")).args(["semantics", "20"]);
     let b = board();
@@ -1047,8 +1054,7 @@ fn warnings_come_from_the_help_file() {
     let body = "hwbarr could not set up its shared-memory segment";
     let bare = scratch("bare-component");
     std::fs::copy(target_dir().join("libmca_coll_hwbarr.so"), bare.join("mca_coll_hwbarr.so")).unwrap();
-    let pkglib = component_path().split(':').next().unwrap().to_string();
-    let bare_path = format!("{pkglib}:{}", bare.display());
+    let bare_path = format!("{}:{}", bare.display(), pkglib());
     for (path, rendered) in [(None, true), (Some(bare_path.as_str()), false)] {
         let b = board();
         let launch = fault_launch("memfd", "all", "blocking");
@@ -1461,8 +1467,7 @@ fn fault_component_path() -> &'static str {
         let dir = root.join("components");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(root.join("release/libmca_coll_hwbarr.so"), dir.join("mca_coll_hwbarr.so")).unwrap();
-        let pkglib = component_path().split(':').next().unwrap().to_string();
-        format!("{pkglib}:{}", dir.display())
+        format!("{}:{}", dir.display(), pkglib())
     })
 }
 
