@@ -7,6 +7,8 @@
 //! MPI; `device` the node-local shared-memory segment they run on; the rest
 //! is the component seen by Open MPI (`component`, `module`) on top of the
 //! generated FFI layer (`ffi`) and our small C shim.
+#![warn(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod core;
 pub mod sync;

@@ -5,9 +5,7 @@ use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8};
-use std::sync::{Mutex, OnceLock};
-
-use once_cell::sync::Lazy;
+use std::sync::{LazyLock, Mutex, OnceLock};
 
 use std::sync::atomic::fence;
 use std::sync::atomic::Ordering::SeqCst;
@@ -51,7 +49,7 @@ pub struct NodeFacts {
     pub yield_when_idle: bool,
 }
 
-pub static NODE: Lazy<NodeFacts> = Lazy::new(|| NodeFacts {
+pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
     local_ranks: std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -652,8 +650,8 @@ unsafe extern "C" fn disable(module: *mut Module, _comm: *mut Comm) -> c_int {
 }
 
 unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
-    // SAFETY: Open MPI calls this with the module it selected: ours.
     guard("MPI_Barrier", ffi::ERROR, || {
+        // SAFETY: Open MPI calls this with the module it selected: ours.
         unsafe { state(module) }.barrier()
     })
 }

@@ -114,7 +114,7 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             )
         }
     };
-    // SAFETY (all below): our component and our statics.
+    // SAFETY: `register_choice` gets our component block and our statics.
     let results = unsafe {
         [
             int(

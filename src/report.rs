@@ -47,6 +47,7 @@ static VERBOSITY: AtomicI32 = AtomicI32::new(0);
 
 /// The directory our own .so was loaded from.
 fn component_dir() -> Option<PathBuf> {
+    // SAFETY: Dl_info is a C struct of pointers and integers; all-zero is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr on the address of one of our own statics, with a
     // valid out-structure; dli_fname is a NUL-terminated path when set.
