@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Mutex, TryLockError};
 
 use crate::bootstrap::Boot;
+use crate::p2p::pml::Pml;
 use crate::hier::HierOp;
 use crate::ffi::{self, Module, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request};
 use crate::module::{guard, state, ModuleState, Ticket};
@@ -37,7 +38,7 @@ struct Op {
 enum Entered {
     Device(Ticket),
     /// The device exchange, itself the first barrier.
-    Boot(Box<Boot>),
+    Boot(Box<Boot<Pml>>),
     /// Device unusable: the component below ours serves it.
     Chained(*mut Request),
     /// A communicator spanning nodes.
@@ -131,7 +132,7 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 Entered::Device(st.arrive(seg))
             } else {
                 let t = st.topo().expect("one-node topology");
-                match Boot::start(st.comm(), &t.local, t.me, st.settings()) {
+                match Boot::start(st.pml(), &t.local, t.me, st.settings()) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
                         st.fail(rc);

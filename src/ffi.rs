@@ -14,6 +14,14 @@ mod bindings {
 }
 pub use bindings::*;
 
+// The component reaches Open PAL's symbols through libmpi, which the
+// loading process has loaded with its dependencies (README, "Open MPI
+// versions"). A unit-test executable is its own process: it names Open PAL
+// itself, or the shim's references to it stay unresolved.
+#[cfg(test)]
+#[link(name = "open-pal")]
+extern "C" {}
+
 /// Version facts written by build.rs from the headers it read.
 pub mod abi {
     include!(concat!(env!("OUT_DIR"), "/ompi_abi.rs"));

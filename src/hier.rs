@@ -20,7 +20,8 @@ use crate::agree::Settings;
 use crate::bootstrap::{Boot, Verdict};
 use crate::settings::Algorithm;
 use crate::inter::{self, InterAlgorithm};
-use crate::linear::Flight;
+use crate::p2p::pml::Pml;
+use crate::p2p::Flight;
 use crate::module::{ModuleState, Ticket};
 use crate::topo::{Exchange, Topo};
 
@@ -29,19 +30,19 @@ enum Local {
     Device(Ticket),
     /// Linear among the node's ranks over point-to-point; `released`: the
     /// node leader has heard from all and sent the releases.
-    Linear { flight: Flight, released: bool },
+    Linear { flight: Flight<Pml>, released: bool },
 }
 
 /// The leaders' meeting in progress; `step` is dissemination's distance.
 struct Leaders {
-    flight: Flight,
+    flight: Flight<Pml>,
     alg: InterAlgorithm,
     step: usize,
 }
 
 enum Stage {
-    Layout(Box<Exchange>),
-    Boot(Box<Boot>),
+    Layout(Box<Exchange<Pml>>),
+    Boot(Box<Boot<Pml>>),
     Gather(Local),
     Leaders(Leaders),
     Release(Local),
@@ -55,7 +56,7 @@ impl HierOp {
     /// Enters a barrier on `st` (a communicator spanning nodes).
     pub fn start(st: &ModuleState) -> Result<HierOp, c_int> {
         let stage = match st.topo() {
-            None => Stage::Layout(Box::new(Exchange::start(st.comm(), st.rank, st.size, st.settings())?)),
+            None => Stage::Layout(Box::new(Exchange::start(st.pml(), st.rank, st.size, st.settings())?)),
             Some(t) => Stage::Gather(local(st, t)?),
         };
         Ok(HierOp { stage })
@@ -74,7 +75,7 @@ impl HierOp {
                         let boot = if alone || !device {
                             None
                         } else {
-                            Some(Boot::start(st.comm(), &t.local, t.me, settings)?)
+                            Some(Boot::start(st.pml(), &t.local, t.me, settings)?)
                         };
                         st.layout_known(t, agreed);
                         match boot {
@@ -106,7 +107,7 @@ impl HierOp {
                     }
                     if t.is_leader() && t.leaders.len() > 1 {
                         let alg = st.inter_algorithm();
-                        let mut g = Leaders { flight: Flight::new(st.comm()), alg, step: 1 };
+                        let mut g = Leaders { flight: Flight::new(st.pml()), alg, step: 1 };
                         inter::post(&mut g.flight, &t.leaders, t.node, alg, g.step)?;
                         Stage::Leaders(g)
                     } else {
@@ -138,22 +139,22 @@ impl HierOp {
 /// Enters a node-local meeting.
 fn local(st: &ModuleState, t: &Topo) -> Result<Local, c_int> {
     if t.local.len() < 2 {
-        return Ok(Local::Linear { flight: Flight::new(st.comm()), released: true });
+        return Ok(Local::Linear { flight: Flight::new(st.pml()), released: true });
     }
     if let Some(seg) = st.segment() {
         return Ok(Local::Device(st.arrive(seg)));
     }
     // As `linear::barrier_among`: members send to the node leader and wait
     // for its release; the leader first hears from every member.
-    let mut flight = Flight::new(st.comm());
+    let mut flight = Flight::new(st.pml());
     if t.is_leader() {
         for &q in &t.local[1..] {
-            flight.irecv(&mut [], q)?;
+            flight.signal_from(q)?;
         }
         Ok(Local::Linear { flight, released: false })
     } else {
-        flight.isend(&[], t.local[0])?;
-        flight.irecv(&mut [], t.local[0])?;
+        flight.send(&[], t.local[0])?;
+        flight.signal_from(t.local[0])?;
         Ok(Local::Linear { flight, released: true })
     }
 }
@@ -169,7 +170,7 @@ fn local_done(st: &ModuleState, t: &Topo, l: &mut Local) -> Result<bool, c_int> 
                 return Ok(true);
             }
             for &q in &t.local[1..] {
-                flight.isend(&[], q)?;
+                flight.send(&[], q)?;
             }
             *released = true;
             flight.done()

@@ -38,6 +38,8 @@ mod linear;
 #[cfg(not(loom))]
 mod module;
 #[cfg(not(loom))]
+mod p2p;
+#[cfg(not(loom))]
 pub mod params;
 #[cfg(not(loom))]
 mod pvar;

@@ -18,7 +18,9 @@ use crate::ffi::{self, Module, ompi_communicator_t as Comm, ompi_request_t as Re
 use crate::engine::{self, Engine};
 use crate::futex;
 use crate::inter::{self, InterAlgorithm};
-use crate::linear::{self, Flight, Pml};
+use crate::linear;
+use crate::p2p::pml::Pml;
+use crate::p2p::Flight;
 use crate::topo::Topo;
 use crate::params::Params;
 use crate::report::{self, Topic};
@@ -205,8 +207,8 @@ impl ModuleState {
         self.comm
     }
 
-    fn pml(&self) -> Pml {
-        Pml { comm: self.comm }
+    pub(crate) fn pml(&self) -> Pml {
+        Pml::new(self.comm)
     }
 
     pub(crate) fn algorithm(&self) -> Algorithm {
@@ -312,7 +314,7 @@ impl ModuleState {
     }
 
     fn linear_barrier(&self) -> c_int {
-        match linear::barrier(self.pml(), self.rank, self.size) {
+        match linear::barrier(&self.pml(), self.rank, self.size) {
             Ok(()) => {
                 self.count_served();
                 ffi::SUCCESS
@@ -463,7 +465,7 @@ impl ModuleState {
     fn hier_barrier(&self, t: &Topo) -> Result<(), c_int> {
         self.local_phase(t)?;
         if t.is_leader() && t.leaders.len() > 1 {
-            let mut f = Flight::new(self.comm);
+            let mut f = Flight::new(self.pml());
             inter::barrier(&mut f, &t.leaders, t.node, *self.inter.get().expect("inter algorithm"))?;
         }
         self.local_phase(t)
@@ -479,7 +481,7 @@ impl ModuleState {
                 self.wait(seg, ticket);
                 Ok(())
             }
-            None => linear::barrier_among(self.pml(), &t.local, t.me),
+            None => linear::barrier_among(&self.pml(), &t.local, t.me),
         }
     }
 
@@ -543,7 +545,7 @@ impl ModuleState {
             // SAFETY: a barrier function and module Open MPI installed on
             // this communicator; we hold a reference on the module.
             Some(f) => unsafe { (f.call)(self.comm, f.module) },
-            None => match linear::barrier(self.pml(), self.rank, self.size) {
+            None => match linear::barrier(&self.pml(), self.rank, self.size) {
                 Ok(()) => ffi::SUCCESS,
                 Err(rc) => rc,
             },
