@@ -20,7 +20,7 @@ use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
-use crate::device::{Offer, Segment};
+use crate::shm::segment::{Offer, Segment};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
 

@@ -20,11 +20,7 @@ mod bootstrap;
 #[cfg(not(loom))]
 mod component;
 #[cfg(not(loom))]
-mod device;
-#[cfg(not(loom))]
 mod ffi;
-#[cfg(not(loom))]
-mod futex;
 #[cfg(not(loom))]
 mod engine;
 #[cfg(not(loom))]
@@ -46,5 +42,6 @@ mod pvar;
 #[cfg(not(loom))]
 mod report;
 pub mod settings;
+pub mod shm;
 #[cfg(not(loom))]
 pub mod wait;

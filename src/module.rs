@@ -7,16 +7,15 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8};
 use std::sync::{LazyLock, Mutex, OnceLock};
 
-use std::sync::atomic::fence;
-use std::sync::atomic::Ordering::SeqCst;
 
 use crate::agree::Settings;
 use crate::bootstrap::{Agreed, Verdict};
 use crate::core::{counter, toggle};
-use crate::device::Segment;
+use crate::shm::futex::Kernel;
+use crate::shm::segment::Segment;
+use crate::shm::sleep;
 use crate::ffi::{self, Module, ompi_communicator_t as Comm, ompi_request_t as Request};
 use crate::engine::{self, Engine};
-use crate::futex;
 use crate::inter::{self, InterAlgorithm};
 use crate::linear;
 use crate::p2p::pml::Pml;
@@ -26,6 +25,9 @@ use crate::params::Params;
 use crate::report::{self, Topic};
 use crate::settings::Algorithm;
 use crate::wait::{self, WaitPolicy};
+
+/// Sleeps on the device's words last at most a slice of the wait.
+const FUTEX: Kernel = Kernel { timeout: wait::SLEEP_SLICE };
 
 /// Runs `f`, turning a panic into `fail` plus one line on stderr: no panic
 /// may unwind into Open MPI's C frames.
@@ -333,31 +335,21 @@ impl ModuleState {
         }
     }
 
-    /// Enters a barrier on the device, waking ranks our arrival released.
-    /// Sleepers announce themselves before sleeping and the releasing rank
-    /// looks after releasing (SeqCst fences on both sides), so either the
-    /// sleeper sees the release or the releaser sees the sleeper: no lost
-    /// wake-up, and no system call when nobody sleeps.
+    /// Enters a barrier on the device, waking the sleepers our arrival
+    /// released (`shm::sleep`: no lost wake-up, and no system call when
+    /// nobody sleeps).
     pub(crate) fn arrive(&self, seg: &Segment) -> Ticket {
         let t = self.topo.get().expect("topology known before the device");
         let me = t.me;
         if self.algorithm() == Algorithm::Counter {
             let (cells, asleep) = (seg.counters(), seg.asleep());
-            counter::arrive_with(cells, me, |q| {
-                fence(SeqCst);
-                if asleep[q].load(SeqCst) != 0 {
-                    futex::wake_all(&*cells[q]);
-                }
-            });
+            counter::arrive_with(cells, me, |q| sleep::counter_wake(&FUTEX, &cells[q], &asleep[q]));
             Ticket::Counter
         } else {
             let w = seg.wires();
             let (target, fired) = toggle::arrive(&t.shape, &w, me);
             if fired {
-                fence(SeqCst);
-                if seg.sleepers().load(SeqCst) != 0 {
-                    futex::wake_all(w.input);
-                }
+                sleep::toggle_wake(&FUTEX, &w, seg.sleepers());
             }
             Ticket::Toggle(target)
         }
@@ -375,25 +367,8 @@ impl ModuleState {
         let progress = ffi::progress;
         let me = self.topo.get().expect("topology").me;
         let sleep = || match t {
-            Ticket::Counter => {
-                let (cells, asleep) = (seg.counters(), seg.asleep());
-                asleep[me].store(1, SeqCst);
-                fence(SeqCst);
-                let v = cells[me].load(SeqCst);
-                if v > 0 {
-                    futex::wait(&*cells[me], v as u32, wait::SLEEP_SLICE);
-                }
-                asleep[me].store(0, SeqCst);
-            }
-            Ticket::Toggle(target) => {
-                let (w, sleepers) = (seg.wires(), seg.sleepers());
-                sleepers.fetch_add(1, SeqCst);
-                fence(SeqCst);
-                if !toggle::is_released(&w, target) {
-                    futex::wait(w.input, target.0 ^ 1, wait::SLEEP_SLICE);
-                }
-                sleepers.fetch_sub(1, SeqCst);
-            }
+            Ticket::Counter => sleep::counter_sleep(&FUTEX, &seg.counters()[me], &seg.asleep()[me]),
+            Ticket::Toggle(target) => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
         };
         wait::wait_until(self.policy, || self.released(seg, t), progress, sleep);
     }
