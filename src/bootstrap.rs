@@ -21,6 +21,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::shm::segment::{Offer, Segment};
+use crate::ompi::report::{self, Topic};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
 
@@ -160,7 +161,7 @@ impl<P: P2p> Boot<P> {
         let mut status = OK;
         match agree::greeting(w[0]) {
             Greeting::Stranger => {
-                crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(creator));
+                report::warn(Topic::NotHwbarr, &agree::stranger(creator));
                 return Err(ERROR);
             }
             Greeting::Version(v) => {
@@ -203,7 +204,7 @@ impl<P: P2p> Boot<P> {
             let peer = self.members[q];
             match agree::greeting(a[0]) {
                 Greeting::Stranger => {
-                    crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(peer));
+                    report::warn(Topic::NotHwbarr, &agree::stranger(peer));
                     return Err(ERROR);
                 }
                 Greeting::Version(v) => {
@@ -261,7 +262,7 @@ impl<P: P2p> Boot<P> {
                         self.verdict.copy_from_slice(&self.flight.take(slot));
                     }
                     if agree::greeting(self.verdict[0]) == Greeting::Stranger {
-                        crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(self.members[0]));
+                        report::warn(Topic::NotHwbarr, &agree::stranger(self.members[0]));
                         return Err(ERROR);
                     }
                     let out = self.outcome.take().expect("outcome");

@@ -7,6 +7,7 @@ use std::ffi::c_int;
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::core::toggle;
 use crate::inter::{self, InterAlgorithm};
+use crate::ompi::report::{self, Topic};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
 
@@ -158,7 +159,7 @@ impl<P: P2p> Exchange<P> {
         for (q, w) in self.names.iter().enumerate() {
             match agree::greeting(w[0]) {
                 Greeting::Stranger => {
-                    crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(q as c_int));
+                    report::warn(Topic::NotHwbarr, &agree::stranger(q as c_int));
                     return Err(ERROR);
                 }
                 Greeting::Version(v) if self.fallback.is_none() => {
@@ -215,11 +216,11 @@ impl<P: P2p> Exchange<P> {
         let n = self.ids.len() - TAIL_WORDS;
         let tail = &self.ids[n..];
         if agree::greeting(tail[0]) == Greeting::Stranger {
-            crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(0));
+            report::warn(Topic::NotHwbarr, &agree::stranger(0));
             return Err(ERROR);
         }
         let Some(s) = Settings::from_words(&tail[1..3]) else {
-            crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(0));
+            report::warn(Topic::NotHwbarr, &agree::stranger(0));
             return Err(ERROR);
         };
         let fallback = match (tail[3], self.fallback.take()) {

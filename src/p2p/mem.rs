@@ -129,6 +129,10 @@ impl P2p for Mem {
     fn host(&self) -> String {
         self.host.clone()
     }
+
+    fn name(&self) -> String {
+        "in-memory network".into()
+    }
 }
 
 /// Runs `f(endpoint)` for every endpoint on its own thread; the results by rank.

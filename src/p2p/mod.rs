@@ -11,6 +11,8 @@
 
 use std::ffi::c_int;
 
+use crate::wait::{self, WaitPolicy};
+
 #[cfg(test)]
 pub mod mem;
 pub mod pml;
@@ -49,6 +51,8 @@ pub trait P2p: Clone {
     fn progress(&self);
     /// This rank's node, as its host name (fake nodes differ too).
     fn host(&self) -> String;
+    /// The communicator's name, for messages.
+    fn name(&self) -> String;
 }
 
 /// Where a receive's data will be found once its `Flight` is done.
@@ -125,9 +129,7 @@ impl<P: P2p> Flight<P> {
 
     /// Turns progress until every operation completed.
     pub fn wait(&mut self) -> Result<(), c_int> {
-        while !self.done()? {
-            self.p2p.progress();
-        }
-        Ok(())
+        let p2p = self.p2p.clone();
+        wait::try_wait_until(WaitPolicy::TURN_PROGRESS, || self.done(), || p2p.progress(), || {})
     }
 }

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 use std::ptr::null_mut;
 
 use super::{P2p, ANY_SOURCE, ERROR, SUCCESS};
-use crate::ffi::{self, ompi_communicator_t as Comm, ompi_request_t as Request, MCA_COLL_BASE_TAG_BARRIER as TAG};
+use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_request_t as Request, MCA_COLL_BASE_TAG_BARRIER as TAG};
 
 const _: () = assert!(ANY_SOURCE == ffi::MPI_ANY_SOURCE && SUCCESS == ffi::SUCCESS && ERROR == ffi::ERROR);
 
@@ -116,6 +116,11 @@ impl P2p for Pml {
 
     fn host(&self) -> String {
         hostname()
+    }
+
+    fn name(&self) -> String {
+        // SAFETY: c_name is a NUL-terminated array inside the live communicator.
+        unsafe { std::ffi::CStr::from_ptr(ffi::hwb_comm_name(self.comm)) }.to_string_lossy().into_owned()
     }
 }
 

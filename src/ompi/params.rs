@@ -8,7 +8,7 @@
 use std::ffi::{c_int, c_void, CString};
 use std::ptr::addr_of_mut;
 
-use crate::ffi::{
+use crate::ompi::ffi::{
     self, mca_base_component_t, mca_base_component_var_register, mca_base_var_info_lvl_t as Lvl,
     mca_base_var_scope_t as Scope, mca_base_var_type_t as Ty,
 };

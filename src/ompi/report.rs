@@ -7,10 +7,11 @@
 //! (a copied .so), a warning is one plain `coll:hwbarr:` line instead.
 
 use std::ffi::{c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
 
-use crate::ffi;
+use crate::ompi::ffi;
 
 /// The help file's name, as Open MPI looks it up.
 pub const HELP_FILE: &str = "help-coll-hwbarr.txt";
@@ -121,4 +122,18 @@ fn plain(msg: &str) {
     use std::io::Write;
     let line = format!("coll:hwbarr: {msg}\n");
     let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// Runs `f`, turning a panic into `fail` plus one warning: no panic may
+/// unwind into Open MPI's C frames. Every `extern "C"` entry goes through it.
+pub fn guard<T>(what: &str, fail: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|e| {
+        let msg = e
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        warn(Topic::InternalError, &format!("internal error in {what}: {msg}"));
+        fail
+    })
 }
