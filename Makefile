@@ -2,7 +2,8 @@
 #   make            build the component for the Open MPI on PATH (or OMPI_PREFIX)
 #   make install    copy it where that Open MPI loads it (see COMPONENT_DIR)
 #   make run        build, install into a private dir, hwbarr vs. the stock barrier
-#   make test       unit tests, model checks, mpirun integration tests
+#   make test       lint, unit tests, model checks, mpirun integration tests
+#   make lint       cargo fmt --check and clippy (warnings are errors)
 #   make bench      hwbarr vs. the stock barriers at 2/4/8 ranks: table, CSV, PNG chart
 #                   (OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
 # OMPI_PREFIX=<prefix> builds and tests against the Open MPI installed there
@@ -52,7 +53,11 @@ run: build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	COMPONENT_DIR=$(PRIVATE_DIR) scripts/run.sh
 
-test: build
+lint: deps
+	$(CARGO) fmt --check
+	$(CARGO) clippy --release --all-targets -- -D warnings
+
+test: lint build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep

@@ -273,7 +273,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                 Entered::Device(c.arrive(seg))
             } else {
                 let t = c.topo().expect("one-node topology");
-                match Boot::start(c.p2p().clone(), &t.local, t.me, c.settings()) {
+                match Boot::start(*c.p2p(), &t.local, t.me, c.settings()) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
                         c.fail(rc);
