@@ -2,7 +2,8 @@
 #   make            build the component for the Open MPI on PATH (or OMPI_PREFIX)
 #   make install    copy it where that Open MPI loads it (see COMPONENT_DIR)
 #   make run        build, install into a private dir, hwbarr vs. the stock barrier
-#   make test       unit tests, model checks, mpirun integration tests
+#   make test       lint, unit tests, model checks, mpirun integration tests
+#   make lint       cargo fmt --check and clippy (warnings are errors)
 #   make soak       10^6 barriers at 2 ranks, 3*10^5 at 4, every kind, random
 #                   communicators; checks semantics, RSS, mappings, fds (not in make test)
 #   make bench      hwbarr vs. the stock barriers at 2/4/8 ranks: table, CSV, PNG chart
@@ -54,10 +55,14 @@ run: build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	COMPONENT_DIR=$(PRIVATE_DIR) scripts/run.sh
 
-test: build
+lint: deps
+	$(CARGO) fmt --check
+	$(CARGO) clippy --release --all-targets -- -D warnings
+
+test: lint build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun -- --test-threads=1
 
 # The fault-injection tests build the component with `--features

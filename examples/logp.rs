@@ -5,6 +5,7 @@
 //! - o: time to post one zero-byte MPI_Isend;
 //! - g: time per message in a long burst of zero-byte sends;
 //! - L = rtt/2 - 2o.
+//!
 //! Other ranks only take part in the final barrier.
 
 use mpi::traits::*;

@@ -20,9 +20,9 @@ use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
-use crate::device::{Offer, Segment};
-use crate::linear::Flight;
-use crate::ffi::{self, ompi_communicator_t as Comm};
+use crate::shm::segment::{Offer, Segment};
+use crate::ompi::report::{self, Topic};
+use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
 
 const OK: u64 = 0;
@@ -82,17 +82,22 @@ enum Stage {
 }
 
 /// One rank's part of the exchange.
-pub struct Boot {
+pub struct Boot<P: P2p> {
     /// The ranks (in the communicator) sharing the device; the first creates it.
     members: Vec<c_int>,
     /// Our index in `members`.
     me: usize,
     settings: Settings,
-    flight: Flight,
+    flight: Flight<P>,
     stage: Stage,
-    offer: Box<[u64; OFFER_WORDS]>,
-    answers: Vec<[u64; ANSWER_WORDS]>,
-    verdict: Box<[u64; VERDICT_WORDS]>,
+    /// Peer: where rank 0's offer arrives.
+    offer: Option<Slot>,
+    /// Rank 0: where each peer's answer arrives (peer q at q-1).
+    answers: Vec<Slot>,
+    /// Peer: where the verdict arrives.
+    verdict_slot: Option<Slot>,
+    /// The verdict, as rank 0 sent it.
+    verdict: [u64; VERDICT_WORDS],
     /// Rank 0's segment, or our mapping of it, or why not.
     outcome: Option<Result<Segment, String>>,
     /// Peer: rank 0's settings.
@@ -100,32 +105,34 @@ pub struct Boot {
     disagreement: Option<String>,
 }
 
-impl Boot {
-    /// Starts the exchange among `members` (ranks of `comm`; at least 2)
-    /// as `members[me]`, with our `settings` (rank 0's win).
-    pub fn start(comm: *mut Comm, members: &[c_int], me: usize, settings: Settings) -> Result<Boot, c_int> {
+impl<P: P2p> Boot<P> {
+    /// Starts the exchange among `members` (ranks of `p2p`'s communicator;
+    /// at least 2) as `members[me]`, with our `settings` (rank 0's win).
+    pub fn start(p2p: P, members: &[c_int], me: usize, settings: Settings) -> Result<Boot<P>, c_int> {
         let n = members.len();
         let mut b = Boot {
             members: members.to_vec(),
             me,
             settings,
-            flight: Flight::new(comm),
+            flight: Flight::new(p2p),
             stage: Stage::Offer,
-            offer: Box::new([0; OFFER_WORDS]),
-            answers: vec![[0; ANSWER_WORDS]; n],
-            verdict: Box::new([0; VERDICT_WORDS]),
+            offer: None,
+            answers: Vec::new(),
+            verdict_slot: None,
+            verdict: [0; VERDICT_WORDS],
             outcome: None,
             chosen: settings.algorithm,
             disagreement: None,
         };
         if me == 0 {
             let [s0, s1] = settings.words();
+            let offer: [u64; OFFER_WORDS];
             if settings.algorithm == Algorithm::Linear {
-                *b.offer = [agree::hello(), NO_SEGMENT, 0, 0, 0, 0, s0, s1];
+                offer = [agree::hello(), NO_SEGMENT, 0, 0, 0, 0, s0, s1];
                 b.outcome = Some(Err(String::new()));
             } else {
                 let created = Segment::create(n, token());
-                *b.offer = match &created {
+                offer = match &created {
                     Ok(seg) => {
                         let o = seg.offer().expect("creator holds the fd");
                         [agree::hello(), OK, o.pid as u64, o.fd as u64, o.len, o.token, s0, s1]
@@ -134,14 +141,14 @@ impl Boot {
                 };
                 b.outcome = Some(created.map_err(|e| format!("cannot create shared memory: {e}")));
             }
-            for q in 1..n {
-                let peer = b.members[q];
-                b.flight.isend(&b.offer[..], peer)?;
-                b.flight.irecv(&mut b.answers[q][..], peer)?;
+            for &peer in &members[1..] {
+                b.flight.send(&offer, peer)?;
+                let slot = b.flight.recv(ANSWER_WORDS, peer)?;
+                b.answers.push(slot);
             }
             b.stage = Stage::Answers;
         } else {
-            b.flight.irecv(&mut b.offer[..], members[0])?;
+            b.offer = Some(b.flight.recv(OFFER_WORDS, members[0])?);
         }
         Ok(b)
     }
@@ -149,13 +156,13 @@ impl Boot {
     /// Peer: the offer arrived; adopt rank 0's settings, map the segment if
     /// there is one, and answer.
     fn answer(&mut self) -> Result<(), c_int> {
-        let w = *self.offer;
+        let w = self.flight.take(self.offer.expect("peer"));
         let creator = self.members[0];
         let mut status = OK;
         match agree::greeting(w[0]) {
             Greeting::Stranger => {
-                crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(creator));
-                return Err(ffi::ERROR);
+                report::warn(Topic::NotHwbarr, &agree::stranger(creator));
+                return Err(ERROR);
             }
             Greeting::Version(v) => {
                 status = OTHER_VERSION;
@@ -183,9 +190,8 @@ impl Boot {
             }
         }
         let [s0, s1] = self.settings.words();
-        self.answers[0] = [agree::hello(), status, s0, s1];
-        self.flight.isend(&self.answers[0][..], creator)?;
-        self.flight.irecv(&mut self.verdict[..], creator)?;
+        self.flight.send(&[agree::hello(), status, s0, s1], creator)?;
+        self.verdict_slot = Some(self.flight.recv(VERDICT_WORDS, creator)?);
         Ok(())
     }
 
@@ -194,12 +200,12 @@ impl Boot {
         let mut verdict = self.outcome.take().expect("creator outcome");
         let mut algs = vec![(self.members[0], self.settings.algorithm)];
         for q in 1..self.members.len() {
-            let a = self.answers[q];
+            let a = self.flight.take(self.answers[q - 1]);
             let peer = self.members[q];
             match agree::greeting(a[0]) {
                 Greeting::Stranger => {
-                    crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(peer));
-                    return Err(ffi::ERROR);
+                    report::warn(Topic::NotHwbarr, &agree::stranger(peer));
+                    return Err(ERROR);
                 }
                 Greeting::Version(v) => {
                     verdict = Err(format!("rank {peer} runs hwbarr protocol {v}, rank 0 protocol {}", agree::PROTOCOL));
@@ -228,7 +234,7 @@ impl Boot {
         self.outcome = Some(verdict);
         for q in 1..self.members.len() {
             let peer = self.members[q];
-            self.flight.isend(&self.verdict[..], peer)?;
+            self.flight.send(&self.verdict, peer)?;
         }
         Ok(())
     }
@@ -252,9 +258,12 @@ impl Boot {
                 }
                 Stage::Answers | Stage::Verdict => {
                     self.stage = Stage::Done;
+                    if let Some(slot) = self.verdict_slot.take() {
+                        self.verdict.copy_from_slice(&self.flight.take(slot));
+                    }
                     if agree::greeting(self.verdict[0]) == Greeting::Stranger {
-                        crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(self.members[0]));
-                        return Err(ffi::ERROR);
+                        report::warn(Topic::NotHwbarr, &agree::stranger(self.members[0]));
+                        return Err(ERROR);
                     }
                     let out = self.outcome.take().expect("outcome");
                     let verdict = match (out, self.verdict[1]) {
@@ -272,21 +281,67 @@ impl Boot {
                     };
                     return Ok(Some(Agreed { verdict, algorithm, disagreement: self.disagreement.take() }));
                 }
-                Stage::Done => return Err(ffi::ERROR),
+                Stage::Done => return Err(ERROR),
             }
         }
     }
 }
 
-impl Drop for Boot {
-    fn drop(&mut self) {
-        // Only on an error path (the normal path ends with none in flight):
-        // requests may still write into our buffers, and a peer may never
-        // answer, so neither wait nor free them: leak the buffers.
-        if !self.flight.is_empty() {
-            std::mem::forget(std::mem::take(&mut self.answers));
-            std::mem::forget(std::mem::replace(&mut self.offer, Box::new([0; OFFER_WORDS])));
-            std::mem::forget(std::mem::replace(&mut self.verdict, Box::new([0; VERDICT_WORDS])));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::counter;
+    use crate::p2p::mem;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    /// Runs the exchange among `algs.len()` ranks (rank r asking for
+    /// `algs[r]`) to its end on every rank.
+    fn exchange(algs: &[Algorithm]) -> Vec<Agreed> {
+        let n = algs.len();
+        let algs = algs.to_vec();
+        mem::run(mem::network(&vec!["a"; n]), move |ep| {
+            let me = ep.rank() as usize;
+            let members: Vec<c_int> = (0..n as c_int).collect();
+            let mut b = Boot::start(ep, &members, me, Settings { algorithm: algs[me], inter: None }).unwrap();
+            loop {
+                if let Some(a) = b.poll().unwrap() {
+                    return a;
+                }
+                std::thread::yield_now();
+            }
+        })
+    }
+
+    #[test]
+    fn four_ranks_share_rank_0s_segment_and_algorithm() {
+        use Algorithm::*;
+        let out = exchange(&[Counter, Toggle, Counter, Counter]);
+        let segs: Vec<&Segment> = out
+            .iter()
+            .map(|a| match &a.verdict {
+                Verdict::Device(seg) => seg,
+                _ => panic!("no device"),
+            })
+            .collect();
+        assert!(out.iter().all(|a| a.algorithm == Counter));
+        assert_eq!(out[0].disagreement.as_deref().unwrap(), "coll_hwbarr_algorithm differs between ranks \
+            (counter on ranks 0, 2, 3; toggle on rank 1); every rank uses rank 0's algorithm (counter)");
+        assert!(out[1..].iter().all(|a| a.disagreement.is_none()));
+        // One segment: each rank's arrival reaches every other's mapping.
+        for (r, seg) in segs.iter().enumerate() {
+            counter::arrive(seg.counters(), r);
         }
+        assert!(segs.iter().enumerate().all(|(r, s)| counter::is_released(s.counters(), r)));
+        assert_eq!(segs[3].counters()[0].load(SeqCst), 0);
+    }
+
+    #[test]
+    fn three_ranks_follow_rank_0_to_linear() {
+        use Algorithm::*;
+        let out = exchange(&[Linear, Toggle, Toggle]);
+        assert!(out.iter().all(|a| matches!(a.verdict, Verdict::Linear) && a.algorithm == Linear));
+        assert!(out[0].disagreement.is_some());
+        let out = exchange(&[Toggle, Linear, Toggle]);
+        assert!(out.iter().all(|a| matches!(a.verdict, Verdict::Device(_)) && a.algorithm == Toggle));
     }
 }

@@ -15,14 +15,155 @@
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
-use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Mutex, TryLockError};
 
 use crate::bootstrap::Boot;
+use crate::comm::{Comm, Ticket};
 use crate::hier::HierOp;
-use crate::ffi::{self, Module, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request};
-use crate::module::{guard, state, ModuleState, Ticket};
+use crate::linear;
+use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
+use crate::ompi::report::guard;
+use crate::p2p::pml::Pml;
+use crate::wait::{self, WaitPolicy};
+
+/// The barrier a lower-priority component had installed, kept (with a
+/// reference on its module) for when our device cannot be set up.
+pub struct Fallback<F> {
+    pub call: F,
+    pub module: *mut Module,
+}
+
+impl<F> Drop for Fallback<F> {
+    fn drop(&mut self) {
+        // SAFETY: we retained this module when we saved it.
+        unsafe { ffi::hwb_obj_release(self.module.cast()) };
+    }
+}
+
+pub type BarrierFn = unsafe extern "C" fn(*mut OmpiComm, *mut Module) -> c_int;
+pub type IbarrierFn = unsafe extern "C" fn(*mut OmpiComm, *mut *mut Request, *mut Module) -> c_int;
+
+/// Serves the barriers of one communicator: the blocking fast path, the
+/// queue of barriers in flight, and the component below ours. The Rust
+/// state of an hwbarr module object (`ompi::module`), dropped when Open
+/// MPI destroys the module (communicator freed, MPI_Finalize).
+pub struct Server {
+    pub(crate) module: *mut Module,
+    ompi_comm: *mut OmpiComm,
+    pub(crate) fallback: Option<Fallback<BarrierFn>>,
+    pub(crate) ifallback: Option<Fallback<IbarrierFn>>,
+    pub comm: Comm<Pml>,
+    /// Barriers issued but not finished (non-blocking ones, or a blocking
+    /// one that had to queue behind them): the blocking fast path must not
+    /// overtake them.
+    engine: Mutex<Engine>,
+    queued: AtomicBool,
+}
+
+impl Server {
+    pub fn new(ompi_comm: *mut OmpiComm, comm: Comm<Pml>) -> Server {
+        Server {
+            module: null_mut(),
+            ompi_comm,
+            fallback: None,
+            ifallback: None,
+            comm,
+            engine: Mutex::new(Engine::default()),
+            queued: AtomicBool::new(false),
+        }
+    }
+
+    /// At module enable: the communicator Open MPI hands us.
+    pub fn set_comm(&mut self, c: *mut OmpiComm) {
+        self.ompi_comm = c;
+        self.comm.set_p2p(Pml::new(c));
+    }
+
+    /// MPI_Barrier on this communicator.
+    pub fn barrier(&self) -> c_int {
+        let c = &self.comm;
+        if !c.on_device() {
+            if !c.agreed() {
+                // The first exchange (every rank takes part), then linear.
+                return blocking(self);
+            }
+            return code(c.linear_barrier());
+        }
+        if c.unusable() {
+            return self.fallback_barrier();
+        }
+        if c.is_multi_node() {
+            if let Some(rc) = c.broken() {
+                return rc;
+            }
+            return match c.topo() {
+                // Direct path: layout known and nothing queued before us.
+                Some(t) if !self.queued.load(Acquire) => match c.hier_barrier(t) {
+                    Ok(()) => {
+                        c.count_served();
+                        ffi::SUCCESS
+                    }
+                    Err(rc) => {
+                        c.fail(rc);
+                        rc
+                    }
+                },
+                // First barrier (finds the layout) or behind queued ones.
+                _ => blocking(self),
+            };
+        }
+        match c.segment() {
+            // Fast path: device ready and nothing queued before us.
+            Some(seg) if !self.queued.load(Acquire) => {
+                c.device_barrier(seg);
+                ffi::SUCCESS
+            }
+            // First barrier (sets the device up) or behind queued ones.
+            _ => blocking(self),
+        }
+    }
+
+    /// A blocking barrier once the first exchange decided against the
+    /// device: hwbarr's linear barrier if agreed on, else the one below ours.
+    fn barrier_without_device(&self) -> c_int {
+        if self.comm.algorithm() == crate::settings::Algorithm::Linear {
+            code(self.comm.linear_barrier())
+        } else {
+            self.fallback_barrier()
+        }
+    }
+
+    fn fallback_barrier(&self) -> c_int {
+        match &self.fallback {
+            // SAFETY: a barrier function and module Open MPI installed on
+            // this communicator; we hold a reference on the module.
+            Some(f) => unsafe { (f.call)(self.ompi_comm, f.module) },
+            None => code(linear::barrier(self.comm.p2p(), self.comm.rank(), self.comm.size())),
+        }
+    }
+
+    /// Starts the barrier below ours non-blockingly (device unusable).
+    fn fallback_ibarrier(&self, req: &mut *mut Request) -> c_int {
+        match &self.ifallback {
+            // SAFETY: as in `fallback_barrier`, for the ibarrier entry.
+            Some(f) => unsafe { (f.call)(self.ompi_comm, req, f.module) },
+            None => ffi::ERROR,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        forget(self);
+        self.comm.report_served();
+    }
+}
+
+fn code(r: Result<(), c_int>) -> c_int {
+    r.err().unwrap_or(ffi::SUCCESS)
+}
 
 /// One barrier issued on the communicator: its request (null for a
 /// blocking MPI_Barrier waiting in `blocking`).
@@ -37,11 +178,11 @@ struct Op {
 enum Entered {
     Device(Ticket),
     /// The device exchange, itself the first barrier.
-    Boot(Box<Boot>),
+    Boot(Box<Boot<Pml>>),
     /// Device unusable: the component below ours serves it.
     Chained(*mut Request),
     /// A communicator spanning nodes.
-    Hier(Box<HierOp>),
+    Hier(Box<HierOp<Pml>>),
 }
 
 /// A communicator's queue of barriers in flight.
@@ -91,14 +232,15 @@ type Releases = Vec<*mut Request>;
 
 /// Enters and completes operations from the head of the queue for as long
 /// as they are released.
-fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
+fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
+    let c = &st.comm;
     while let Some(front) = e.queue.front() {
         if e.head.is_none() {
-            if let Some(rc) = st.broken() {
+            if let Some(rc) = c.broken() {
                 finish(st, e, rc, rel);
                 continue;
             }
-            if front.req.is_null() && st.unusable() {
+            if front.req.is_null() && c.unusable() {
                 // A blocking MPI_Barrier, and no device: its caller runs
                 // a blocking barrier without it (`blocking`), as every
                 // peer does for this barrier. The non-blocking one below
@@ -107,7 +249,7 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 // never meet it.
                 break;
             }
-            e.head = Some(if st.unusable() {
+            e.head = Some(if c.unusable() {
                 // No device (or agreed on linear): the component below
                 // serves non-blocking barriers.
                 let mut r = null_mut();
@@ -118,23 +260,23 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                         continue;
                     }
                 }
-            } else if st.is_multi_node() {
-                match HierOp::start(st) {
+            } else if c.is_multi_node() {
+                match HierOp::start(c) {
                     Ok(h) => Entered::Hier(Box::new(h)),
                     Err(rc) => {
-                        st.fail(rc);
+                        c.fail(rc);
                         finish(st, e, rc, rel);
                         continue;
                     }
                 }
-            } else if let Some(seg) = st.segment() {
-                Entered::Device(st.arrive(seg))
+            } else if let Some(seg) = c.segment() {
+                Entered::Device(c.arrive(seg))
             } else {
-                let t = st.topo().expect("one-node topology");
-                match Boot::start(st.comm(), &t.local, t.me, st.settings()) {
+                let t = c.topo().expect("one-node topology");
+                match Boot::start(*c.p2p(), &t.local, t.me, c.settings()) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
-                        st.fail(rc);
+                        c.fail(rc);
                         finish(st, e, rc, rel);
                         continue;
                     }
@@ -142,16 +284,16 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
             });
         }
         let done = match e.head.as_mut().expect("entered") {
-            Entered::Device(t) => Ok(st.released(st.segment().expect("device"), *t)),
+            Entered::Device(t) => Ok(c.released(c.segment().expect("device"), *t)),
             Entered::Boot(b) => match b.poll() {
                 Ok(None) => Ok(false),
                 Ok(Some(outcome)) => {
-                    st.device_ready(outcome);
+                    c.device_ready(outcome);
                     Ok(true)
                 }
                 Err(rc) => Err(rc),
             },
-            Entered::Hier(h) => h.poll(st),
+            Entered::Hier(h) => h.poll(c),
             Entered::Chained(r) => {
                 let mut err = ffi::SUCCESS;
                 // SAFETY: a live request the component below returned.
@@ -169,7 +311,7 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
                 // Our own point-to-point exchanges failed: peers may be out
                 // of step with us from here on.
                 if matches!(e.head, Some(Entered::Boot(_) | Entered::Hier(_))) {
-                    st.fail(rc);
+                    c.fail(rc);
                 }
                 finish(st, e, rc, rel)
             }
@@ -179,12 +321,12 @@ fn advance(st: &ModuleState, e: &mut Engine, rel: &mut Releases) {
 }
 
 /// The head operation is over (with `rc`): complete its request.
-fn finish(st: &ModuleState, e: &mut Engine, rc: c_int, rel: &mut Releases) {
+fn finish(st: &Server, e: &mut Engine, rc: c_int, rel: &mut Releases) {
     let op = e.queue.pop_front().expect("head");
     e.head = None;
     e.finished = op.id + 1;
     if rc == ffi::SUCCESS {
-        st.count_served();
+        st.comm.count_served();
     }
     if op.req.is_null() {
         if rc != ffi::SUCCESS {
@@ -204,7 +346,7 @@ fn release(reqs: Releases) {
         // SAFETY: our request, no longer referenced by any queue; it holds
         // one reference on its module, dropped here after the request.
         unsafe {
-            let st = ffi::hwb_request_owner(r).cast::<ModuleState>();
+            let st = ffi::hwb_request_owner(r).cast::<Server>();
             let module = (*st).module;
             ffi::hwb_request_release(&mut r);
             ffi::hwb_obj_release(module.cast());
@@ -214,7 +356,7 @@ fn release(reqs: Releases) {
 
 /// MPI_Barrier behind queued operations, or the first one: queue it and
 /// turn progress until it is finished.
-pub fn blocking(st: &ModuleState) -> c_int {
+fn blocking(st: &Server) -> c_int {
     let mut rel = Releases::new();
     let id = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
@@ -222,38 +364,45 @@ pub fn blocking(st: &ModuleState) -> c_int {
         advance(st, &mut e, &mut rel);
         id
     };
-    loop {
-        {
+    // Our barrier finished (with its code), or it is our turn and there is
+    // no device (found by a barrier queued before ours): then the blocking
+    // barrier below ours (or hwbarr's linear one, if agreed on) serves this
+    // one, outside our lock, as on every peer.
+    enum End {
+        Finished(c_int),
+        WithoutDevice,
+    }
+    let mut end = None;
+    wait::wait_until(
+        WaitPolicy::TURN_PROGRESS_AND_YIELD,
+        || {
             let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
             advance(st, &mut e, &mut rel);
             if e.finished > id {
                 let rc = e.errors.iter().position(|&(i, _)| i == id).map(|k| e.errors.swap_remove(k).1);
-                drop(e);
-                release(rel);
-                return rc.unwrap_or(ffi::SUCCESS);
-            }
-            if e.head.is_none() && e.queue.front().is_some_and(|op| op.id == id) && st.unusable() {
-                // Our turn, and no device (found by a barrier queued before
-                // ours): the blocking barrier below ours (or hwbarr's linear
-                // one, if agreed on) serves this one, outside our lock, as
-                // on every peer.
+                end = Some(End::Finished(rc.unwrap_or(ffi::SUCCESS)));
+            } else if e.head.is_none() && e.queue.front().is_some_and(|op| op.id == id) && st.comm.unusable() {
                 e.queue.pop_front();
                 e.finished = id + 1;
                 st.queued.store(!e.queue.is_empty(), Release);
-                drop(e);
-                release(rel);
-                return st.barrier_without_device();
+                end = Some(End::WithoutDevice);
             }
-        }
-        ffi::progress();
-        std::thread::yield_now();
+            end.is_some()
+        },
+        ffi::progress,
+        || {},
+    );
+    release(rel);
+    match end.expect("finished") {
+        End::Finished(rc) => rc,
+        End::WithoutDevice => st.barrier_without_device(),
     }
 }
 
 /// Queues `req` (just started), or a new MPI_Ibarrier request if null,
 /// enters it if it is at the head, and makes sure progress will look after
 /// it. Returns the request (null if none could be made).
-fn issue(st: &ModuleState, comm: *mut Comm, req: *mut Request) -> *mut Request {
+pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request) -> *mut Request {
     let mut rel = Releases::new();
     let (req, watch_it) = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
@@ -287,14 +436,14 @@ fn issue(st: &ModuleState, comm: *mut Comm, req: *mut Request) -> *mut Request {
     req
 }
 
-fn new_request(st: &ModuleState, comm: *mut Comm, persistent: bool) -> *mut Request {
+pub fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut Request {
     // SAFETY: creates an Open MPI request owned by the caller; it keeps a
     // reference on our module so that the state outlives it.
     unsafe {
         let r = ffi::hwb_request_new(
             comm,
             persistent as c_int,
-            (st as *const ModuleState).cast_mut().cast::<c_void>(),
+            (st as *const Server).cast_mut().cast::<c_void>(),
             Some(start),
             Some(free),
             Some(cancel),
@@ -306,42 +455,28 @@ fn new_request(st: &ModuleState, comm: *mut Comm, persistent: bool) -> *mut Requ
     }
 }
 
-/// MPI_Ibarrier.
-pub unsafe extern "C" fn ibarrier(comm: *mut Comm, request: *mut *mut Request, module: *mut Module) -> c_int {
-    guard("MPI_Ibarrier", ffi::ERROR, || {
-        // SAFETY: Open MPI passes our module and a valid out-pointer.
-        let st = unsafe { state(module) };
-        // SAFETY: as above.
-        let out = unsafe { &mut *request };
-        if st.unusable() && !st.queued.load(Relaxed) {
-            return st.fallback_ibarrier(out);
-        }
-        let r = issue(st, comm, null_mut());
-        if r.is_null() {
-            return ffi::ERROR;
-        }
-        *out = r;
-        ffi::SUCCESS
-    })
+/// MPI_Ibarrier on `st`'s communicator: the request in `out`.
+pub fn ibarrier(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_int {
+    if st.comm.unusable() && !st.queued.load(Relaxed) {
+        return st.fallback_ibarrier(out);
+    }
+    let r = issue(st, comm, null_mut());
+    if r.is_null() {
+        return ffi::ERROR;
+    }
+    *out = r;
+    ffi::SUCCESS
 }
 
-/// MPIX_Barrier_init (4.1) / MPI_Barrier_init (5.0): a persistent barrier request, inactive until started.
-pub unsafe extern "C" fn barrier_init(
-    comm: *mut Comm,
-    _info: *mut Info,
-    request: *mut *mut Request,
-    module: *mut Module,
-) -> c_int {
-    guard(ffi::abi::BARRIER_INIT_NAME, ffi::ERROR, || {
-        // SAFETY: Open MPI passes our module and a valid out-pointer.
-        let (st, out) = unsafe { (state(module), &mut *request) };
-        let r = new_request(st, comm, true);
-        if r.is_null() {
-            return ffi::ERROR;
-        }
-        *out = r;
-        ffi::SUCCESS
-    })
+/// MPIX_Barrier_init (4.1) / MPI_Barrier_init (5.0): a persistent barrier
+/// request, inactive until started, in `out`.
+pub fn barrier_init(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_int {
+    let r = new_request(st, comm, true);
+    if r.is_null() {
+        return ffi::ERROR;
+    }
+    *out = r;
+    ffi::SUCCESS
 }
 
 /// MPI_Start / MPI_Startall on our persistent requests.
@@ -351,9 +486,9 @@ unsafe extern "C" fn start(count: usize, reqs: *mut *mut Request) -> c_int {
             // SAFETY: Open MPI passes `count` of our persistent requests.
             unsafe {
                 let r = *reqs.add(i);
-                let st = &*ffi::hwb_request_owner(r).cast::<ModuleState>();
+                let st = &*ffi::hwb_request_owner(r).cast::<Server>();
                 ffi::hwb_request_activate(r);
-                issue(st, st.comm(), r);
+                issue(st, st.ompi_comm, r);
             }
         }
         ffi::SUCCESS
@@ -367,7 +502,7 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
         // SAFETY: Open MPI passes a pointer to one of our requests.
         let r = unsafe { *request };
         // SAFETY: the owner is the module state the request keeps alive.
-        let st = unsafe { &*ffi::hwb_request_owner(r).cast::<ModuleState>() };
+        let st = unsafe { &*ffi::hwb_request_owner(r).cast::<Server>() };
         enum Fate {
             Later,
             Kept,
@@ -414,9 +549,9 @@ static WATCHING: AtomicUsize = AtomicUsize::new(0);
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// Have progress advance `st` until its queue drains.
-fn watch(st: &ModuleState) {
+fn watch(st: &Server) {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-    let p = st as *const ModuleState as usize;
+    let p = st as *const Server as usize;
     if !w.contains(&p) {
         w.push(p);
     }
@@ -429,9 +564,9 @@ fn watch(st: &ModuleState) {
 }
 
 /// Called when a module's state is dropped.
-pub fn forget(st: &ModuleState) {
+fn forget(st: &Server) {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-    let p = st as *const ModuleState as usize;
+    let p = st as *const Server as usize;
     w.retain(|&q| q != p);
     WATCHING.store(w.len(), Release);
 }
@@ -464,7 +599,7 @@ unsafe extern "C" fn progress() -> c_int {
             w.retain(|&p| {
                 // SAFETY: watched states are alive: `forget` removes them
                 // under this lock before they are dropped.
-                let st = unsafe { &*(p as *const ModuleState) };
+                let st = unsafe { &*(p as *const Server) };
                 let mut e = match st.engine.try_lock() {
                     Ok(e) => e,
                     Err(TryLockError::Poisoned(p)) => p.into_inner(),

@@ -9,60 +9,61 @@
 //! Each step only posts requests or reads shared words, and `poll` says
 //! whether the operation is over, so the engine can drive it from MPI
 //! progress while the application computes. The blocking MPI_Barrier keeps
-//! its own direct path (`ModuleState::hier_barrier`) once the layout is known
+//! its own direct path (`Comm::hier_barrier`) once the layout is known
 //! and nothing is queued. After an error the communicator's barriers stay
-//! failed (`ModuleState::fail`): requests may be left posted, so peers
+//! failed (`Comm::fail`): requests may be left posted, so peers
 //! would otherwise match the wrong messages.
 
 use std::ffi::c_int;
 
 use crate::agree::Settings;
 use crate::bootstrap::{Boot, Verdict};
-use crate::settings::Algorithm;
+use crate::comm::{Comm, Ticket};
 use crate::inter::{self, InterAlgorithm};
-use crate::linear::Flight;
-use crate::module::{ModuleState, Ticket};
+use crate::p2p::{Flight, P2p};
+use crate::settings::Algorithm;
 use crate::topo::{Exchange, Topo};
 
 /// A node-local meeting in progress.
-enum Local {
+enum Local<P: P2p> {
     Device(Ticket),
     /// Linear among the node's ranks over point-to-point; `released`: the
     /// node leader has heard from all and sent the releases.
-    Linear { flight: Flight, released: bool },
+    Linear { flight: Flight<P>, released: bool },
 }
 
 /// The leaders' meeting in progress; `step` is dissemination's distance.
-struct Leaders {
-    flight: Flight,
+struct Leaders<P: P2p> {
+    flight: Flight<P>,
     alg: InterAlgorithm,
     step: usize,
 }
 
-enum Stage {
-    Layout(Box<Exchange>),
-    Boot(Box<Boot>),
-    Gather(Local),
-    Leaders(Leaders),
-    Release(Local),
+enum Stage<P: P2p> {
+    Layout(Box<Exchange<P>>),
+    Boot(Box<Boot<P>>),
+    Gather(Local<P>),
+    Leaders(Leaders<P>),
+    Release(Local<P>),
 }
 
-pub struct HierOp {
-    stage: Stage,
+/// One barrier on a communicator spanning nodes, in progress.
+pub struct HierOp<P: P2p> {
+    stage: Stage<P>,
 }
 
-impl HierOp {
+impl<P: P2p> HierOp<P> {
     /// Enters a barrier on `st` (a communicator spanning nodes).
-    pub fn start(st: &ModuleState) -> Result<HierOp, c_int> {
+    pub fn start(st: &Comm<P>) -> Result<HierOp<P>, c_int> {
         let stage = match st.topo() {
-            None => Stage::Layout(Box::new(Exchange::start(st.comm(), st.rank, st.size, st.settings())?)),
+            None => Stage::Layout(Box::new(Exchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings())?)),
             Some(t) => Stage::Gather(local(st, t)?),
         };
         Ok(HierOp { stage })
     }
 
     /// Advances without blocking; true when the barrier is over.
-    pub fn poll(&mut self, st: &ModuleState) -> Result<bool, c_int> {
+    pub fn poll(&mut self, st: &Comm<P>) -> Result<bool, c_int> {
         loop {
             let next = match &mut self.stage {
                 Stage::Layout(x) => match x.poll()? {
@@ -74,7 +75,7 @@ impl HierOp {
                         let boot = if alone || !device {
                             None
                         } else {
-                            Some(Boot::start(st.comm(), &t.local, t.me, settings)?)
+                            Some(Boot::start(st.p2p().clone(), &t.local, t.me, settings)?)
                         };
                         st.layout_known(t, agreed);
                         match boot {
@@ -106,7 +107,7 @@ impl HierOp {
                     }
                     if t.is_leader() && t.leaders.len() > 1 {
                         let alg = st.inter_algorithm();
-                        let mut g = Leaders { flight: Flight::new(st.comm()), alg, step: 1 };
+                        let mut g = Leaders { flight: Flight::new(st.p2p().clone()), alg, step: 1 };
                         inter::post(&mut g.flight, &t.leaders, t.node, alg, g.step)?;
                         Stage::Leaders(g)
                     } else {
@@ -136,29 +137,29 @@ impl HierOp {
 }
 
 /// Enters a node-local meeting.
-fn local(st: &ModuleState, t: &Topo) -> Result<Local, c_int> {
+fn local<P: P2p>(st: &Comm<P>, t: &Topo) -> Result<Local<P>, c_int> {
     if t.local.len() < 2 {
-        return Ok(Local::Linear { flight: Flight::new(st.comm()), released: true });
+        return Ok(Local::Linear { flight: Flight::new(st.p2p().clone()), released: true });
     }
     if let Some(seg) = st.segment() {
         return Ok(Local::Device(st.arrive(seg)));
     }
     // As `linear::barrier_among`: members send to the node leader and wait
     // for its release; the leader first hears from every member.
-    let mut flight = Flight::new(st.comm());
+    let mut flight = Flight::new(st.p2p().clone());
     if t.is_leader() {
         for &q in &t.local[1..] {
-            flight.irecv(&mut [], q)?;
+            flight.signal_from(q)?;
         }
         Ok(Local::Linear { flight, released: false })
     } else {
-        flight.isend(&[], t.local[0])?;
-        flight.irecv(&mut [], t.local[0])?;
+        flight.send(&[], t.local[0])?;
+        flight.signal_from(t.local[0])?;
         Ok(Local::Linear { flight, released: true })
     }
 }
 
-fn local_done(st: &ModuleState, t: &Topo, l: &mut Local) -> Result<bool, c_int> {
+fn local_done<P: P2p>(st: &Comm<P>, t: &Topo, l: &mut Local<P>) -> Result<bool, c_int> {
     match l {
         Local::Device(ticket) => Ok(st.released(st.segment().expect("device"), *ticket)),
         Local::Linear { flight, released } => {
@@ -169,10 +170,68 @@ fn local_done(st: &ModuleState, t: &Topo, l: &mut Local) -> Result<bool, c_int> 
                 return Ok(true);
             }
             for &q in &t.local[1..] {
-                flight.isend(&[], q)?;
+                flight.send(&[], q)?;
             }
             *released = true;
             flight.done()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::Options;
+    use crate::p2p::mem;
+    use crate::settings::Idle;
+    use crate::wait::WaitPolicy;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    /// Ranks on `hosts` run the first barrier (layout and devices) as a
+    /// non-blocking operation, then non-blocking and blocking barriers
+    /// alternately; none may leave barrier k before every rank entered it.
+    fn run(hosts: &'static [&'static str], algorithm: Algorithm, inter: InterAlgorithm) {
+        let n = hosts.len();
+        let entered = Arc::new(AtomicUsize::new(0));
+        let nodes = mem::run(mem::network(hosts), move |ep| {
+            let r = ep.rank();
+            let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
+            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy };
+            let c = Comm::new(ep, r, n as c_int, 9, true, opts);
+            let mut op = HierOp::start(&c).unwrap();
+            while !op.poll(&c).unwrap() {
+                std::thread::yield_now();
+            }
+            let t = c.topo().expect("layout found").clone();
+            assert_eq!((c.algorithm(), c.inter_algorithm(), c.unusable()), (algorithm, inter, false));
+            assert_eq!(c.segment().is_some(), t.local.len() > 1, "a device where ranks share a node");
+            for k in 1..=40 {
+                entered.fetch_add(1, SeqCst);
+                if k % 2 == 0 {
+                    c.hier_barrier(&t).unwrap();
+                } else {
+                    let mut op = HierOp::start(&c).unwrap();
+                    while !op.poll(&c).unwrap() {
+                        std::thread::yield_now();
+                    }
+                }
+                assert!(entered.load(SeqCst) >= n * k, "rank {r} left barrier {k} early");
+            }
+            t.leaders.len()
+        });
+        assert!(nodes.iter().all(|&l| l == hosts.iter().collect::<std::collections::HashSet<_>>().len()));
+    }
+
+    #[test]
+    fn two_nodes_of_two_ranks() {
+        run(&["a", "a", "b", "b"], Algorithm::Counter, InterAlgorithm::Counter);
+        run(&["a", "b", "a", "b"], Algorithm::Toggle, InterAlgorithm::Dissemination);
+    }
+
+    #[test]
+    fn uneven_nodes_and_four_leaders() {
+        run(&["a", "b", "b", "c"], Algorithm::Toggle, InterAlgorithm::Counter);
+        run(&["a", "b", "c", "d"], Algorithm::Counter, InterAlgorithm::Dissemination);
     }
 }

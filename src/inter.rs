@@ -14,7 +14,7 @@
 
 use std::ffi::c_int;
 
-use crate::linear::Flight;
+use crate::p2p::{Flight, P2p};
 
 pub use crate::settings::InterAlgorithm;
 
@@ -36,7 +36,7 @@ pub fn choose(requested: Option<InterAlgorithm>, nodes: usize) -> InterAlgorithm
 
 /// Leader `node` of `leaders` (ranks in `flight`'s communicator) runs one
 /// inter-node barrier, turning progress until it is over.
-pub fn barrier(flight: &mut Flight, leaders: &[c_int], node: usize, alg: InterAlgorithm) -> Result<(), c_int> {
+pub fn barrier<P: P2p>(flight: &mut Flight<P>, leaders: &[c_int], node: usize, alg: InterAlgorithm) -> Result<(), c_int> {
     let mut step = 1;
     while step < leaders.len() {
         post(flight, leaders, node, alg, step)?;
@@ -53,21 +53,57 @@ pub fn barrier(flight: &mut Flight, leaders: &[c_int], node: usize, alg: InterAl
 /// broadcast, the round at distance `step` for dissemination. Blocking and
 /// non-blocking barriers (`hier`) both post through here, so their messages
 /// always pair up.
-pub fn post(flight: &mut Flight, leaders: &[c_int], node: usize, alg: InterAlgorithm, step: usize) -> Result<(), c_int> {
+pub fn post<P: P2p>(flight: &mut Flight<P>, leaders: &[c_int], node: usize, alg: InterAlgorithm, step: usize) -> Result<(), c_int> {
     let n = leaders.len();
     match alg {
         InterAlgorithm::Counter => {
             for i in 1..n {
-                flight.irecv(&mut [], leaders[(node + n - i) % n])?;
+                flight.signal_from(leaders[(node + n - i) % n])?;
             }
             for i in 1..n {
-                flight.isend(&[], leaders[(node + i) % n])?;
+                flight.send(&[], leaders[(node + i) % n])?;
             }
         }
         InterAlgorithm::Dissemination => {
-            flight.irecv(&mut [], leaders[(node + n - step) % n])?;
-            flight.isend(&[], leaders[(node + step) % n])?;
+            flight.signal_from(leaders[(node + n - step) % n])?;
+            flight.send(&[], leaders[(node + step) % n])?;
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::p2p::mem;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    /// Four leaders run consecutive barriers: none leaves barrier k before
+    /// every leader entered it.
+    fn leaders_meet(alg: InterAlgorithm) {
+        let entered = Arc::new(AtomicUsize::new(0));
+        mem::run(mem::network(&["a", "b", "c", "d"]), move |ep| {
+            let node = ep.rank() as usize;
+            let mut f = Flight::new(ep);
+            for k in 1..=50 {
+                entered.fetch_add(1, SeqCst);
+                if node == k % 4 {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                barrier(&mut f, &[0, 1, 2, 3], node, alg).unwrap();
+                assert!(entered.load(SeqCst) >= 4 * k, "left barrier {k} early");
+            }
+        });
+    }
+
+    #[test]
+    fn counter_among_four_leaders() {
+        leaders_meet(InterAlgorithm::Counter);
+    }
+
+    #[test]
+    fn dissemination_among_four_leaders() {
+        leaders_meet(InterAlgorithm::Dissemination);
+    }
 }

@@ -3,44 +3,38 @@
 //! and IBM Blue Gene's DMA-counter barrier — and coll/basic's linear
 //! barrier as the reference.
 //!
-//! Layout: `core` holds the barrier algorithms in safe Rust, free of Open
-//! MPI; `device` the node-local shared-memory segment they run on; the rest
-//! is the component seen by Open MPI (`component`, `module`) on top of the
-//! generated FFI layer (`ffi`) and our small C shim.
+//! Layers, bottom up (README, "Design: modules and imports"): the cores
+//! (`core`), the shared-memory layer (`shm`) and pure logic (`settings`,
+//! `agree`, `wait`), free of Open MPI; the point-to-point transport
+//! (`p2p`); the protocols over it (`bootstrap`, `topo`, `inter`, `hier`,
+//! `linear`); a communicator's state (`comm`) and its barrier queue
+//! (`engine`); the Open MPI edge (`ompi`).
+#![warn(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
+// Free of Open MPI; the cores, `sync` and the sleep protocol are also
+// model-checked under loom (`--cfg loom`).
+pub mod agree;
 pub mod core;
-pub mod sync;
-
-#[cfg(not(loom))]
-mod agree;
-#[cfg(not(loom))]
-mod bootstrap;
-#[cfg(not(loom))]
-mod component;
-#[cfg(not(loom))]
-mod device;
-#[cfg(not(loom))]
-mod ffi;
-#[cfg(not(loom))]
-mod futex;
-#[cfg(not(loom))]
-mod engine;
-#[cfg(not(loom))]
-mod hier;
-#[cfg(not(loom))]
-mod inter;
-#[cfg(not(loom))]
-mod topo;
-#[cfg(not(loom))]
-mod linear;
-#[cfg(not(loom))]
-mod module;
-#[cfg(not(loom))]
-pub mod params;
-#[cfg(not(loom))]
-mod pvar;
-#[cfg(not(loom))]
-mod report;
 pub mod settings;
-#[cfg(not(loom))]
+pub mod shm;
+pub mod sync;
 pub mod wait;
+
+/// Declares modules that are not compiled under loom: they need the real
+/// atomics (shared memory, Open MPI).
+macro_rules! not_under_loom {
+    ($($m:item)*) => { $( #[cfg(not(loom))] $m )* };
+}
+
+not_under_loom! {
+    mod bootstrap;
+    mod comm;
+    mod engine;
+    mod hier;
+    mod inter;
+    mod linear;
+    mod ompi;
+    mod p2p;
+    mod topo;
+}

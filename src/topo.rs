@@ -7,9 +7,9 @@ use std::ffi::c_int;
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::core::toggle;
 use crate::inter::{self, InterAlgorithm};
+use crate::ompi::report::{self, Topic};
+use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
-use crate::ffi::ompi_communicator_t as Comm;
-use crate::linear::Flight;
 
 /// A communicator's layout seen from one rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,18 +64,6 @@ impl Topo {
     }
 }
 
-/// This host's name (per UTS namespace, so fake nodes differ too).
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::from("?");
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
 /// Bytes of a host name that count (longer names are cut).
 const NAME_WORDS: usize = 8;
 
@@ -110,12 +98,16 @@ pub struct Agreed {
 /// each with every rank's node id and the settings every rank adopts
 /// (`agree`). Rank 0 hears from all before anyone hears back, so the
 /// exchange is itself a barrier.
-pub struct Exchange {
+pub struct Exchange<P: P2p> {
     rank: c_int,
     settings: Settings,
-    flight: Flight,
-    /// Rank 0: every rank's first message (ours in slot 0). Others: our own.
+    flight: Flight<P>,
+    /// Rank 0: every rank's first message (ours in slot 0), once arrived.
     names: Vec<[u64; HELLO_WORDS]>,
+    /// Rank 0: where the others' first messages arrive (rank q at q-1).
+    slots: Vec<Slot>,
+    /// Others: where rank 0's answer arrives.
+    answer: Option<Slot>,
     /// Every rank's node id, then `TAIL_WORDS`, from rank 0.
     ids: Vec<u64>,
     /// Rank 0 has sent the ids.
@@ -124,18 +116,21 @@ pub struct Exchange {
     fallback: Option<String>,
 }
 
-impl Exchange {
-    pub fn start(comm: *mut Comm, rank: c_int, size: c_int, settings: Settings) -> Result<Exchange, c_int> {
+impl<P: P2p> Exchange<P> {
+    /// Starts the exchange as `rank` of `size` on `p2p`'s communicator.
+    pub fn start(p2p: P, rank: c_int, size: c_int, settings: Settings) -> Result<Exchange<P>, c_int> {
         let n = size as usize;
         let mut mine = [0u64; HELLO_WORDS];
         mine[0] = agree::hello();
-        mine[1..1 + NAME_WORDS].copy_from_slice(&name_words(&hostname()));
+        mine[1..1 + NAME_WORDS].copy_from_slice(&name_words(&p2p.host()));
         mine[1 + NAME_WORDS..].copy_from_slice(&settings.words());
         let mut x = Exchange {
             rank,
             settings,
-            flight: Flight::new(comm),
-            names: if rank == 0 { vec![mine; n] } else { vec![mine] },
+            flight: Flight::new(p2p),
+            names: vec![mine],
+            slots: Vec::new(),
+            answer: None,
             ids: vec![0; n + TAIL_WORDS],
             answered: false,
             disagreement: None,
@@ -143,11 +138,12 @@ impl Exchange {
         };
         if rank == 0 {
             for q in 1..n {
-                x.flight.irecv(&mut x.names[q][..], q as c_int)?;
+                let slot = x.flight.recv(HELLO_WORDS, q as c_int)?;
+                x.slots.push(slot);
             }
         } else {
-            x.flight.isend(&x.names[0][..], 0)?;
-            x.flight.irecv(&mut x.ids[..], 0)?;
+            x.flight.send(&mine, 0)?;
+            x.answer = Some(x.flight.recv(n + TAIL_WORDS, 0)?);
         }
         Ok(x)
     }
@@ -155,12 +151,16 @@ impl Exchange {
     /// Rank 0: every first message arrived; find the layout, compare the
     /// settings, and answer every rank.
     fn decide(&mut self) -> Result<(), c_int> {
+        for slot in std::mem::take(&mut self.slots) {
+            let w = self.flight.take(slot);
+            self.names.push(w[..].try_into().expect("HELLO_WORDS words"));
+        }
         let n = self.names.len();
         for (q, w) in self.names.iter().enumerate() {
             match agree::greeting(w[0]) {
                 Greeting::Stranger => {
-                    crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(q as c_int));
-                    return Err(crate::ffi::ERROR);
+                    report::warn(Topic::NotHwbarr, &agree::stranger(q as c_int));
+                    return Err(ERROR);
                 }
                 Greeting::Version(v) if self.fallback.is_none() => {
                     self.fallback = Some(format!("rank {q} runs hwbarr protocol {v}, rank 0 protocol {}", agree::PROTOCOL));
@@ -195,7 +195,7 @@ impl Exchange {
         self.ids = ids.into_iter().map(u64::from).collect();
         self.ids.extend([agree::hello(), code(mine.algorithm), inter_code, self.fallback.is_some() as u64]);
         for q in 1..n {
-            self.flight.isend(&self.ids[..], q as c_int)?;
+            self.flight.send(&self.ids, q as c_int)?;
         }
         Ok(())
     }
@@ -210,15 +210,18 @@ impl Exchange {
             self.answered = true;
             return self.poll();
         }
+        if let Some(slot) = self.answer.take() {
+            self.ids = self.flight.take(slot).into();
+        }
         let n = self.ids.len() - TAIL_WORDS;
         let tail = &self.ids[n..];
         if agree::greeting(tail[0]) == Greeting::Stranger {
-            crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(0));
-            return Err(crate::ffi::ERROR);
+            report::warn(Topic::NotHwbarr, &agree::stranger(0));
+            return Err(ERROR);
         }
         let Some(s) = Settings::from_words(&tail[1..3]) else {
-            crate::report::warn(crate::report::Topic::NotHwbarr, &agree::stranger(0));
-            return Err(crate::ffi::ERROR);
+            report::warn(Topic::NotHwbarr, &agree::stranger(0));
+            return Err(ERROR);
         };
         let fallback = match (tail[3], self.fallback.take()) {
             (0, _) => None,
@@ -233,18 +236,6 @@ impl Exchange {
             disagreement: self.disagreement.take(),
         };
         Ok(Some((Topo::from_nodes(&nodes, self.rank), agreed)))
-    }
-}
-
-
-impl Drop for Exchange {
-    fn drop(&mut self) {
-        // Only on an error path: requests may still write into our buffers
-        // and a peer may never send, so leak the buffers rather than wait.
-        if !self.flight.is_empty() {
-            std::mem::forget(std::mem::take(&mut self.names));
-            std::mem::forget(std::mem::take(&mut self.ids));
-        }
     }
 }
 
@@ -291,5 +282,35 @@ mod tests {
         // Long names are cut to 64 bytes: equal prefixes, same node.
         let long = "x".repeat(100);
         assert_eq!(name_words(&long), name_words(&long[..64]));
+    }
+}
+
+#[cfg(test)]
+mod exchange_tests {
+    use super::*;
+    use crate::p2p::mem;
+
+    /// Two nodes, placed a b a b; rank 2 asks for another inter algorithm.
+    #[test]
+    fn two_nodes_find_their_layout_and_agree() {
+        let out = mem::run(mem::network(&["a", "b", "a", "b"]), |ep| {
+            let r = ep.rank();
+            let inter = (r == 2).then_some(InterAlgorithm::Dissemination);
+            let s = Settings { algorithm: Algorithm::Toggle, inter };
+            let mut x = Exchange::start(ep, r, 4, s).unwrap();
+            loop {
+                if let Some(done) = x.poll().unwrap() {
+                    return done;
+                }
+                std::thread::yield_now();
+            }
+        });
+        for (r, (t, a)) in out.iter().enumerate() {
+            assert_eq!(t, &Topo::from_nodes(&[0, 1, 0, 1], r as c_int));
+            assert_eq!((a.algorithm, a.inter, a.fallback.is_none()), (Algorithm::Toggle, InterAlgorithm::Counter, true));
+            assert_eq!(a.disagreement.is_some(), r == 0);
+        }
+        assert_eq!((out[3].0.local.clone(), out[3].0.leaders.clone(), out[3].0.node), (vec![1, 3], vec![0, 1], 1));
+        assert!(out[0].1.disagreement.as_ref().unwrap().contains("dissemination on rank 2"));
     }
 }

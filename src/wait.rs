@@ -28,6 +28,11 @@ pub struct WaitPolicy {
 }
 
 impl WaitPolicy {
+    /// Waiting for point-to-point operations: poll, turn progress, poll.
+    pub const TURN_PROGRESS: WaitPolicy = WaitPolicy { spins: 1, progress: true, idle: Idle::Spin };
+    /// A blocking barrier queued behind others: poll, turn progress, yield.
+    pub const TURN_PROGRESS_AND_YIELD: WaitPolicy = WaitPolicy { spins: 1, progress: true, idle: Idle::Yield };
+
     /// Chooses from facts — ranks on this node against the cores online,
     /// Open MPI's `mpi_yield_when_idle` — unless the user set `spin` (polls
     /// per progress turn; 0 = never turn progress) or `idle`. Cores are
@@ -59,29 +64,38 @@ impl WaitPolicy {
     }
 }
 
-/// Polls `done` until it is true. Between rounds of `spins` polls it calls
-/// `progress` (Open MPI's progress engine, so that a peer's pending
-/// point-to-point traffic completes while we wait), then yields the core or
-/// calls `sleep` as the policy says.
-pub fn wait_until(
+/// Polls `done` until it is true: `try_wait_until` for conditions that
+/// cannot fail.
+pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, progress: impl FnMut(), sleep: impl FnMut()) {
+    let r: Result<(), std::convert::Infallible> = try_wait_until(policy, || Ok(done()), progress, sleep);
+    let Ok(()) = r;
+}
+
+/// The one waiting loop every wait in hwbarr goes through (a barrier on
+/// the device, point-to-point operations, a blocking barrier queued behind
+/// non-blocking ones). Polls `done` until it is true or fails. Between
+/// rounds of `spins` polls it calls `progress` (Open MPI's progress engine,
+/// so that a peer's pending point-to-point traffic completes while we
+/// wait), then yields the core or calls `sleep` as the policy says.
+pub fn try_wait_until<E>(
     policy: WaitPolicy,
-    mut done: impl FnMut() -> bool,
+    mut done: impl FnMut() -> Result<bool, E>,
     mut progress: impl FnMut(),
     mut sleep: impl FnMut(),
-) {
+) -> Result<(), E> {
     let mut rounds = 0u32;
     loop {
         rounds = rounds.saturating_add(1);
         for _ in 0..policy.spins {
-            if done() {
-                return;
+            if done()? {
+                return Ok(());
             }
             std::hint::spin_loop();
         }
         if policy.progress {
             progress();
-            if done() {
-                return;
+            if done()? {
+                return Ok(());
             }
         }
         match policy.idle {

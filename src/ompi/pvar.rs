@@ -6,8 +6,9 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::ffi::{self, ompi_communicator_t as Comm};
-use crate::module;
+use crate::ompi::ffi::{self, ompi_communicator_t as Comm};
+use crate::ompi::module;
+use crate::ompi::report::guard;
 
 /// Registers the variable with Open MPI's MPI_T (at component registration).
 ///
@@ -33,7 +34,7 @@ pub unsafe fn register(component: *const ffi::mca_base_component_t) -> c_int {
 
 /// One value per communicator.
 unsafe extern "C" fn notify(_pvar: *mut c_void, event: c_int, _comm: *mut c_void, count: *mut c_int) -> c_int {
-    module::guard("MPI_T pvar notify", ffi::ERROR, || {
+    guard("MPI_T pvar notify", ffi::ERROR, || {
         // SAFETY: a plain comparison of the event code.
         let bind = unsafe { ffi::hwb_pvar_event_is_bind(event) } != 0;
         if bind && !count.is_null() {
@@ -46,7 +47,7 @@ unsafe extern "C" fn notify(_pvar: *mut c_void, event: c_int, _comm: *mut c_void
 
 /// Reads the count of the hwbarr module serving `comm`'s barrier, if any.
 unsafe extern "C" fn get_value(_pvar: *const c_void, value: *mut c_void, comm: *mut c_void) -> c_int {
-    module::guard("MPI_T pvar read", ffi::ERROR, || {
+    guard("MPI_T pvar read", ffi::ERROR, || {
         if value.is_null() || comm.is_null() {
             return ffi::ERROR;
         }

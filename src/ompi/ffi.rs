@@ -4,10 +4,23 @@
 //! This is also the one place where the supported Open MPI release lines
 //! (4.1 and 5.0) differ for Rust: the rest of the crate uses the
 //! unversioned names and helpers below, whatever the version.
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code)]
-#![allow(clippy::all)]
 
-include!(concat!(env!("OUT_DIR"), "/ompi_bindings.rs"));
+/// bindgen's output, kept apart so that the lints for hand-written code
+/// (documented unsafe blocks) apply to everything else in this file.
+mod bindings {
+    #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code, unsafe_op_in_unsafe_fn)]
+    #![allow(clippy::all, clippy::undocumented_unsafe_blocks)]
+    include!(concat!(env!("OUT_DIR"), "/ompi_bindings.rs"));
+}
+pub use bindings::*;
+
+// The component reaches Open PAL's symbols through libmpi, which the
+// loading process has loaded with its dependencies (README, "Open MPI
+// versions"). A unit-test executable is its own process: it names Open PAL
+// itself, or the shim's references to it stay unresolved.
+#[cfg(test)]
+#[link(name = "open-pal")]
+extern "C" {}
 
 /// Version facts written by build.rs from the headers it read.
 pub mod abi {

@@ -16,10 +16,11 @@
 //! aggregation is off.
 
 use std::ffi::{c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
 
-use crate::ffi;
+use crate::ompi::ffi;
 
 /// The help file's name, as Open MPI looks it up.
 pub const HELP_FILE: &str = "help-coll-hwbarr.txt";
@@ -56,6 +57,7 @@ static VERBOSITY: AtomicI32 = AtomicI32::new(0);
 
 /// The directory our own .so was loaded from.
 fn component_dir() -> Option<PathBuf> {
+    // SAFETY: Dl_info is a C struct of pointers and integers; all-zero is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr on the address of one of our own statics, with a
     // valid out-structure; dli_fname is a NUL-terminated path when set.
@@ -145,4 +147,18 @@ fn plain(msg: &str) {
     use std::io::Write;
     let line = format!("coll:hwbarr: {msg}\n");
     let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// Runs `f`, turning a panic into `fail` plus one warning: no panic may
+/// unwind into Open MPI's C frames. Every `extern "C"` entry goes through it.
+pub fn guard<T>(what: &str, fail: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|e| {
+        let msg = e
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        warn(Topic::InternalError, &format!("internal error in {what}: {msg}"));
+        fail
+    })
 }

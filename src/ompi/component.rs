@@ -5,10 +5,12 @@ use std::ffi::{c_char, c_int};
 use std::ptr::{addr_of, null_mut};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use crate::ffi::{self, ompi_communicator_t as Comm, Module};
-use crate::module::{self, guard, ModuleState};
-use crate::params;
-use crate::report::{self, Topic};
+use crate::ompi::ffi::{self, ompi_communicator_t as Comm, Module};
+use crate::comm::{self, Options};
+use crate::engine::{self, Server};
+use crate::ompi::report::{self, guard, Topic};
+use crate::ompi::{module, node, params};
+use crate::p2p::pml::Pml;
 
 /// A C `char[N]` holding `s`, NUL-padded, built at compile time.
 const fn cname<const N: usize>(s: &str) -> [c_char; N] {
@@ -68,7 +70,7 @@ fn component_ptr() -> *const ffi::mca_base_component_t {
 
 unsafe extern "C" fn close() -> c_int {
     guard("close", ffi::SUCCESS, || {
-        crate::engine::shutdown();
+        engine::shutdown();
         ffi::SUCCESS
     })
 }
@@ -96,7 +98,7 @@ unsafe extern "C" fn register() -> c_int {
         }
         report::set_verbosity(params::current().verbose);
         // SAFETY: as above.
-        unsafe { crate::pvar::register(component_ptr()) }
+        unsafe { crate::ompi::pvar::register(component_ptr()) }
     })
 }
 
@@ -210,7 +212,9 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         // SAFETY: as above; looks only at procs Open MPI already has (a
         // peer it has not created yet is on another node), creating none.
         let multi_node = unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0;
-        let m = module::new_module(ModuleState::new(comm, rank, size, cid, &p, requested, multi_node));
+        let opts = Options { requested, inter: p.inter, verbose: p.verbose, policy: node::policy(&p) };
+        let state = comm::Comm::new(Pml::new(comm), rank, size, cid, multi_node, opts);
+        let m = module::new_module(Server::new(comm, state));
         if !m.is_null() {
             // SAFETY: Open MPI passes a valid out-pointer.
             unsafe { *priority = p.priority };

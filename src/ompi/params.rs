@@ -8,7 +8,7 @@
 use std::ffi::{c_int, c_void, CString};
 use std::ptr::addr_of_mut;
 
-use crate::ffi::{
+use crate::ompi::ffi::{
     self, mca_base_component_t, mca_base_component_var_register, mca_base_var_info_lvl_t as Lvl,
     mca_base_var_scope_t as Scope, mca_base_var_type_t as Ty,
 };
@@ -114,7 +114,7 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             )
         }
     };
-    // SAFETY (all below): our component and our statics.
+    // SAFETY: `register_choice` gets our component block and our statics.
     let results = unsafe {
         [
             int(

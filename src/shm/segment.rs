@@ -203,7 +203,9 @@ impl Segment {
     /// `at + count * size_of::<T>()` must lie inside the mapping, aligned
     /// for T, and the bytes must be valid T (zero is valid for atomics).
     unsafe fn slice<T>(&self, at: usize, count: usize) -> &[T] {
-        std::slice::from_raw_parts(self.base.as_ptr().add(at).cast::<T>(), count)
+        // SAFETY: the caller guarantees range, alignment and validity; the
+        // slice borrows `self`, so it cannot outlive the mapping.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(at).cast::<T>(), count) }
     }
 
     /// The toggle barrier's wires.

@@ -1,0 +1,16 @@
+//! The Open MPI edge: everything that knows Open MPI's structures or calls
+//! into it, except the PML transport (`p2p::pml`) and the request queue
+//! (`engine`). At the bottom of the edge: the generated FFI layer and our
+//! C shim (`ffi`), version facts (`ffi::abi`), messages (`report`), the
+//! parameters (`params`) and facts about the node (`node`). At the top:
+//! what Open MPI calls — the component (`component`), the module object
+//! (`module`) and the MPI_T variable (`pvar`). Nothing below imports the
+//! top.
+
+pub mod component;
+pub mod ffi;
+pub mod module;
+pub mod node;
+pub mod params;
+pub mod pvar;
+pub mod report;

@@ -1,0 +1,147 @@
+//! The hwbarr module object Open MPI keeps per communicator: built around
+//! an `engine::Server` (the communicator's state and barrier queue), with
+//! the entry points Open MPI calls on it.
+
+use std::ffi::{c_int, c_void};
+use std::ptr::null_mut;
+
+use crate::engine::{self, BarrierFn, Fallback, Server};
+use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request, Module};
+use crate::ompi::report::guard;
+
+/// # Safety
+/// `module` must be an hwbarr module made by `new_module`.
+pub(crate) unsafe fn state<'a>(module: *mut Module) -> &'a Server {
+    // SAFETY: set by `new_module` to a leaked Box, freed only by the
+    // module's destructor, which runs after the last call into it. Shared
+    // parts are atomics or behind locks.
+    unsafe { &*ffi::hwb_module_state(module).cast::<Server>() }
+}
+
+/// # Safety
+/// As `state`, and no other reference to the state may be alive: only
+/// while Open MPI sets the module up.
+unsafe fn state_mut<'a>(module: *mut Module) -> &'a mut Server {
+    // SAFETY: see above; enable/disable run before and after any barrier.
+    unsafe { &mut *ffi::hwb_module_state(module).cast::<Server>() }
+}
+
+/// Builds an Open MPI module object around `st`.
+pub fn new_module(mut st: Server) -> *mut Module {
+    // SAFETY: hwb_module_new returns a fresh module object or NULL; we fill
+    // in our entry points and hand it our state, which its destructor drops.
+    unsafe {
+        let m = ffi::hwb_module_new();
+        if m.is_null() {
+            return m;
+        }
+        (*m).coll_module_enable = Some(enable);
+        (*m).coll_module_disable = Some(disable);
+        (*m).coll_barrier = Some(barrier);
+        // Every algorithm: the first barrier of any kind is the first
+        // exchange, in which the ranks agree on one algorithm.
+        (*m).coll_ibarrier = Some(ibarrier);
+        (*m).coll_barrier_init = Some(barrier_init);
+        st.module = m;
+        ffi::hwb_module_set_state(m, Box::into_raw(Box::new(st)).cast());
+        m
+    }
+}
+
+unsafe extern "C" fn enable(module: *mut Module, comm: *mut Comm) -> c_int {
+    guard("module enable", ffi::ERROR, || {
+        // SAFETY: Open MPI passes our module and its live communicator,
+        // before any collective runs on it.
+        let st = unsafe { state_mut(module) };
+        st.set_comm(comm);
+        let (mut f, mut m) = (None, null_mut());
+        // SAFETY: reads the barrier installed so far on this communicator.
+        unsafe { ffi::hwb_comm_current_barrier(comm, &mut f, &mut m) };
+        if let (Some(call), false) = (f, m.is_null()) {
+            // SAFETY: keep the module alive while we may call it.
+            unsafe { ffi::hwb_obj_retain(m.cast()) };
+            st.fallback = Some(Fallback { call, module: m });
+        }
+        let (mut f, mut m) = (None, null_mut());
+        // SAFETY: as above, for the non-blocking barrier.
+        unsafe { ffi::hwb_comm_current_ibarrier(comm, &mut f, &mut m) };
+        if let (Some(call), false) = (f, m.is_null()) {
+            // SAFETY: keep the module alive while we may call it.
+            unsafe { ffi::hwb_obj_retain(m.cast()) };
+            st.ifallback = Some(Fallback { call, module: m });
+        }
+        ffi::SUCCESS
+    })
+}
+
+unsafe extern "C" fn disable(module: *mut Module, _comm: *mut Comm) -> c_int {
+    guard("module disable", ffi::ERROR, || {
+        // SAFETY: Open MPI passes our module, after its last collective.
+        let st = unsafe { state_mut(module) };
+        // Drop our references: no cycles between modules.
+        st.fallback = None;
+        st.ifallback = None;
+        ffi::SUCCESS
+    })
+}
+
+unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
+    guard("MPI_Barrier", ffi::ERROR, || {
+        // SAFETY: Open MPI calls this with the module it selected: ours.
+        unsafe { state(module) }.barrier()
+    })
+}
+
+/// MPI_Ibarrier.
+unsafe extern "C" fn ibarrier(comm: *mut Comm, request: *mut *mut Request, module: *mut Module) -> c_int {
+    guard("MPI_Ibarrier", ffi::ERROR, || {
+        // SAFETY: Open MPI passes our module and a valid out-pointer.
+        let (st, out) = unsafe { (state(module), &mut *request) };
+        engine::ibarrier(st, comm, out)
+    })
+}
+
+/// MPIX_Barrier_init (4.1) / MPI_Barrier_init (5.0).
+unsafe extern "C" fn barrier_init(
+    comm: *mut Comm,
+    _info: *mut Info,
+    request: *mut *mut Request,
+    module: *mut Module,
+) -> c_int {
+    guard(ffi::abi::BARRIER_INIT_NAME, ffi::ERROR, || {
+        // SAFETY: Open MPI passes our module and a valid out-pointer.
+        let (st, out) = unsafe { (state(module), &mut *request) };
+        engine::barrier_init(st, comm, out)
+    })
+}
+
+/// The barriers hwbarr served on `comm` (0 when another component serves
+/// its barrier), for the MPI_T performance variable.
+///
+/// # Safety
+/// `comm` must be a live communicator.
+pub(crate) unsafe fn served_on(comm: *mut Comm) -> u64 {
+    let (mut f, mut m) = (None, null_mut());
+    // SAFETY: reads the barrier entry of a live communicator.
+    unsafe { ffi::hwb_comm_current_barrier(comm, &mut f, &mut m) };
+    match f {
+        Some(f) if std::ptr::fn_addr_eq(f, barrier as BarrierFn) && !m.is_null() => {
+            // SAFETY: the communicator's barrier is ours, so its module is
+            // an hwbarr module made by `new_module`.
+            unsafe { state(m) }.comm.served()
+        }
+        _ => 0,
+    }
+}
+
+/// Called by the module's C destructor: frees the Rust state.
+#[no_mangle]
+pub extern "C" fn hwbarr_module_state_drop(state: *mut c_void) {
+    guard("module release", (), || {
+        if !state.is_null() {
+            // SAFETY: the pointer came from Box::into_raw in `new_module`
+            // and the destructor hands it over exactly once.
+            drop(unsafe { Box::from_raw(state.cast::<Server>()) });
+        }
+    })
+}

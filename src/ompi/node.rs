@@ -1,0 +1,30 @@
+//! Facts about this node and job, read once (on the first communicator,
+//! after MPI_Init has registered its parameters), and the waiting policy
+//! they give a communicator.
+
+use std::sync::LazyLock;
+
+use crate::ompi::ffi;
+use crate::ompi::params::Params;
+use crate::wait::{self, WaitPolicy};
+
+pub struct NodeFacts {
+    /// Ranks of this job on this node (Open MPI's launcher tells each rank).
+    pub local_ranks: usize,
+    pub cores: usize,
+    /// The job's `mpi_yield_when_idle`.
+    pub yield_when_idle: bool,
+}
+
+pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
+    local_ranks: std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(1),
+    cores: wait::cores_online(),
+    // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
+    yield_when_idle: unsafe { ffi::hwb_mpi_yield_when_idle() } != 0,
+});
+
+/// The waiting policy for a communicator with parameters `p`.
+pub fn policy(p: &Params) -> WaitPolicy {
+    let node = &*NODE;
+    WaitPolicy::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle)
+}

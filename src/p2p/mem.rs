@@ -1,0 +1,180 @@
+//! `P2p` over an in-memory network, for unit tests of the protocols with
+//! threads as ranks. Matching follows MPI's rules for one tag: a message
+//! goes to the oldest posted receive that names its source (or any), else
+//! it waits, in order, for the next such receive; sends complete at once
+//! (eager).
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex};
+
+use super::{P2p, ANY_SOURCE};
+
+/// An MPI error class for a message longer than its receive buffer.
+pub const ERR_TRUNCATE: c_int = -15;
+
+#[derive(Default)]
+struct Net {
+    /// Per destination: receives posted and not matched (source, id, words).
+    posted: HashMap<c_int, Vec<(c_int, u64, usize)>>,
+    /// Per destination: messages that found no receive (source, data).
+    unexpected: HashMap<c_int, VecDeque<(c_int, Vec<u64>)>>,
+    /// Matched receives' data, by id.
+    arrived: HashMap<u64, Result<Vec<u64>, c_int>>,
+    next_id: u64,
+}
+
+fn deliver(words: usize, data: Vec<u64>) -> Result<Vec<u64>, c_int> {
+    if data.len() > words {
+        return Err(ERR_TRUNCATE);
+    }
+    let mut buf = data;
+    buf.resize(words, 0);
+    Ok(buf)
+}
+
+/// One rank's endpoint of a network of `size` ranks.
+#[derive(Clone)]
+pub struct Mem {
+    net: Arc<Mutex<Net>>,
+    rank: c_int,
+    host: String,
+}
+
+/// A network whose rank r runs on node `hosts[r]`.
+pub fn network(hosts: &[&str]) -> Vec<Mem> {
+    let net = Arc::new(Mutex::new(Net::default()));
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(r, h)| Mem { net: net.clone(), rank: r as c_int, host: h.to_string() })
+        .collect()
+}
+
+pub enum Op {
+    Sent(Option<Box<[u64]>>),
+    Recv(u64),
+}
+
+impl Mem {
+    pub fn rank(&self) -> c_int {
+        self.rank
+    }
+
+    fn net(&self) -> std::sync::MutexGuard<'_, Net> {
+        self.net.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl P2p for Mem {
+    type Op = Op;
+
+    fn isend(&self, data: Box<[u64]>, dst: c_int) -> Result<Op, c_int> {
+        let mut net = self.net();
+        let posted = net.posted.entry(dst).or_default();
+        match posted.iter().position(|&(src, _, _)| src == self.rank || src == ANY_SOURCE) {
+            Some(i) => {
+                let (_, id, words) = posted.remove(i);
+                net.arrived.insert(id, deliver(words, data.to_vec()));
+            }
+            None => net.unexpected.entry(dst).or_default().push_back((self.rank, data.to_vec())),
+        }
+        Ok(Op::Sent(Some(data)))
+    }
+
+    fn irecv(&self, words: usize, src: c_int) -> Result<Op, c_int> {
+        let mut net = self.net();
+        let id = net.next_id;
+        net.next_id += 1;
+        let queue = net.unexpected.entry(self.rank).or_default();
+        match queue.iter().position(|&(s, _)| s == src || src == ANY_SOURCE) {
+            Some(i) => {
+                let (_, data) = queue.remove(i).expect("found");
+                net.arrived.insert(id, deliver(words, data));
+            }
+            None => net.posted.entry(self.rank).or_default().push((src, id, words)),
+        }
+        Ok(Op::Recv(id))
+    }
+
+    fn test(&self, op: &mut Op) -> Result<Option<Box<[u64]>>, c_int> {
+        match op {
+            Op::Sent(buf) => Ok(Some(buf.take().unwrap_or_default())),
+            Op::Recv(id) => match self.net().arrived.remove(id) {
+                None => Ok(None),
+                Some(r) => r.map(|v| Some(v.into())),
+            },
+        }
+    }
+
+    fn send(&self, data: &[u64], dst: c_int) -> Result<(), c_int> {
+        self.isend(data.into(), dst).map(drop)
+    }
+
+    fn recv(&self, buf: &mut [u64], src: c_int) -> Result<(), c_int> {
+        let mut op = self.irecv(buf.len(), src)?;
+        loop {
+            if let Some(data) = self.test(&mut op)? {
+                buf.copy_from_slice(&data);
+                return Ok(());
+            }
+            self.progress();
+        }
+    }
+
+    fn progress(&self) {
+        std::thread::yield_now();
+    }
+
+    fn host(&self) -> String {
+        self.host.clone()
+    }
+
+    fn name(&self) -> String {
+        "in-memory network".into()
+    }
+}
+
+/// Runs `f(endpoint)` for every endpoint on its own thread; the results by rank.
+pub fn run<T: Send + 'static>(eps: Vec<Mem>, f: impl Fn(Mem) -> T + Send + Sync + 'static) -> Vec<T> {
+    let f = Arc::new(f);
+    let hs: Vec<_> = eps
+        .into_iter()
+        .map(|ep| {
+            let f = f.clone();
+            std::thread::spawn(move || f(ep))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().expect("rank panicked")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::p2p::Flight;
+
+    #[test]
+    fn messages_match_in_order_and_by_source() {
+        let eps = network(&["a", "a", "a"]);
+        let (a, b, c) = (eps[0].clone(), eps[1].clone(), eps[2].clone());
+        b.send(&[1], 0).unwrap();
+        c.send(&[2], 0).unwrap();
+        b.send(&[3, 4], 0).unwrap();
+        let mut f = Flight::new(a.clone());
+        let from_c = f.recv(1, 2).unwrap();
+        let first_b = f.recv(1, 1).unwrap();
+        let second_b = f.recv(3, 1).unwrap();
+        assert!(f.done().unwrap());
+        assert_eq!((&*f.take(from_c), &*f.take(first_b), &*f.take(second_b)), (&[2][..], &[1][..], &[3, 4, 0][..]));
+        // Posted before the send; too long a message is an error.
+        let mut f = Flight::new(a.clone());
+        let any = f.recv(1, ANY_SOURCE).unwrap();
+        assert!(!f.done().unwrap());
+        c.send(&[9], 0).unwrap();
+        assert!(f.done().unwrap());
+        assert_eq!(&*f.take(any), &[9]);
+        f.recv(1, 1).unwrap();
+        b.send(&[5, 6], 0).unwrap();
+        assert_eq!(f.done(), Err(ERR_TRUNCATE));
+    }
+}

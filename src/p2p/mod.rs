@@ -1,0 +1,135 @@
+//! The point-to-point transport hwbarr's own protocols run on: the first
+//! exchange (`bootstrap`, `topo`), the leaders' barriers (`inter`), the
+//! local phases without a device (`hier`) and the linear barrier.
+//!
+//! The protocols see a communicator only through `P2p`, so that they run
+//! over Open MPI's PML in the component (`pml::Pml`) and over an in-memory
+//! network in unit tests (`mem`). Every non-blocking operation owns its
+//! buffer until it completes: no safe function here depends on its caller
+//! keeping memory alive. `Flight` is the set of operations a protocol step
+//! has in flight.
+
+use std::ffi::c_int;
+
+use crate::wait::{self, WaitPolicy};
+
+#[cfg(test)]
+pub mod mem;
+pub mod pml;
+
+/// Open MPI's success code (`OMPI_SUCCESS`); errors are its negative codes.
+pub const SUCCESS: c_int = 0;
+/// Open MPI's generic error code (`OMPI_ERROR`).
+pub const ERROR: c_int = -1;
+/// Receive from any rank (`MPI_ANY_SOURCE`).
+pub const ANY_SOURCE: c_int = -1;
+
+/// A communicator as hwbarr's protocols see it: zero- or few-word messages
+/// between its ranks, on hwbarr's one tag.
+pub trait P2p: Clone {
+    /// A non-blocking operation in flight. It owns its buffer, and dropping
+    /// one that has not completed is sound: the implementation keeps the
+    /// buffer for as long as the transport may still touch it (Open MPI's
+    /// leaks it: see `pml::Op`).
+    type Op;
+
+    /// Starts sending `data` to `dst`.
+    fn isend(&self, data: Box<[u64]>, dst: c_int) -> Result<Self::Op, c_int>;
+    /// Starts receiving up to `words` words from `src` (or `ANY_SOURCE`);
+    /// a shorter message leaves the remaining words 0.
+    fn irecv(&self, words: usize, src: c_int) -> Result<Self::Op, c_int>;
+    /// Polls `op`: `Ok(Some(buffer))` once it completed (for a receive, the
+    /// data). An operation that completed (or failed) is not polled again.
+    fn test(&self, op: &mut Self::Op) -> Result<Option<Box<[u64]>>, c_int>;
+
+    /// Sends `data` to `dst`, returning when its buffer may be reused.
+    fn send(&self, data: &[u64], dst: c_int) -> Result<(), c_int>;
+    /// Receives into `buf` from `src` (or `ANY_SOURCE`), blocking.
+    fn recv(&self, buf: &mut [u64], src: c_int) -> Result<(), c_int>;
+
+    /// Lets pending operations advance (Open MPI's progress engine).
+    fn progress(&self);
+    /// This rank's node, as its host name (fake nodes differ too).
+    fn host(&self) -> String;
+    /// The communicator's name, for messages.
+    fn name(&self) -> String;
+}
+
+/// Where a receive's data will be found once its `Flight` is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot(usize);
+
+/// The operations a protocol step has in flight on one transport.
+pub struct Flight<P: P2p> {
+    p2p: P,
+    /// In flight, each with the slot its data goes to (receives of words).
+    ops: Vec<(Option<usize>, P::Op)>,
+    /// Data of completed receives, by slot.
+    got: Vec<Option<Box<[u64]>>>,
+}
+
+impl<P: P2p> Flight<P> {
+    pub fn new(p2p: P) -> Flight<P> {
+        Flight { p2p, ops: Vec::new(), got: Vec::new() }
+    }
+
+    /// Starts sending a copy of `data` to `dst`.
+    pub fn send(&mut self, data: &[u64], dst: c_int) -> Result<(), c_int> {
+        let op = self.p2p.isend(data.into(), dst)?;
+        self.ops.push((None, op));
+        Ok(())
+    }
+
+    /// Starts receiving `words` words from `src`; `take` the slot once done.
+    pub fn recv(&mut self, words: usize, src: c_int) -> Result<Slot, c_int> {
+        let op = self.p2p.irecv(words, src)?;
+        let slot = self.got.len();
+        self.got.push(None);
+        self.ops.push((Some(slot), op));
+        Ok(Slot(slot))
+    }
+
+    /// Starts receiving a zero-word message (a signal) from `src`.
+    pub fn signal_from(&mut self, src: c_int) -> Result<(), c_int> {
+        let op = self.p2p.irecv(0, src)?;
+        self.ops.push((None, op));
+        Ok(())
+    }
+
+    /// True when every operation completed; the first error otherwise.
+    pub fn done(&mut self) -> Result<bool, c_int> {
+        let mut first_err = None;
+        let (p2p, got) = (&self.p2p, &mut self.got);
+        self.ops.retain_mut(|(slot, op)| match p2p.test(op) {
+            Ok(None) => true,
+            Ok(Some(buf)) => {
+                if let Some(s) = slot {
+                    got[*s] = Some(buf);
+                }
+                false
+            }
+            Err(rc) => {
+                first_err.get_or_insert(rc);
+                false
+            }
+        });
+        match first_err {
+            Some(rc) => Err(rc),
+            None => Ok(self.ops.is_empty()),
+        }
+    }
+
+    /// The data of a completed receive.
+    ///
+    /// # Panics
+    /// If its receive has not completed (call after `done` said so).
+    pub fn take(&mut self, slot: Slot) -> Box<[u64]> {
+        self.got[slot.0].take().expect("receive completed")
+    }
+
+    /// Turns progress until every operation completed.
+    pub fn wait(&mut self) -> Result<(), c_int> {
+        let p2p = self.p2p.clone();
+        wait::try_wait_until(WaitPolicy::TURN_PROGRESS, || self.done(), || p2p.progress(), || {})
+    }
+}

@@ -1,0 +1,194 @@
+//! `P2p` over Open MPI's point-to-point engine (PML), on the barrier tag
+//! of collective components (`MCA_COLL_BASE_TAG_BARRIER`).
+
+use std::ffi::c_int;
+use std::ptr::null_mut;
+
+use super::{P2p, ANY_SOURCE, ERROR, SUCCESS};
+use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_request_t as Request, MCA_COLL_BASE_TAG_BARRIER as TAG};
+
+const _: () = assert!(ANY_SOURCE == ffi::MPI_ANY_SOURCE && SUCCESS == ffi::SUCCESS && ERROR == ffi::ERROR);
+
+/// A communicator's point-to-point view.
+#[derive(Clone, Copy)]
+pub struct Pml {
+    comm: *mut Comm,
+}
+
+// SAFETY: a communicator pointer; Open MPI's PML may be called from any
+// thread inside an MPI call, which is where hwbarr runs.
+unsafe impl Send for Pml {}
+// SAFETY: as above; `Pml` holds no state of its own.
+unsafe impl Sync for Pml {}
+
+impl Pml {
+    /// The point-to-point view of `comm`, which must stay alive while
+    /// this is used (the module serving it holds it).
+    pub fn new(comm: *mut Comm) -> Pml {
+        Pml { comm }
+    }
+}
+
+/// Test builds only (`--features fault-injection`): HWBARR_FAULT_P2P=<n>
+/// (or `<rank>:<n>,...`) makes this rank's n-th point-to-point operation
+/// fail with OMPI_ERROR and post nothing. Default builds compile it out.
+#[cfg(feature = "fault-injection")]
+mod fault {
+    use std::ffi::c_int;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::OnceLock;
+
+    fn target() -> Option<u64> {
+        static N: OnceLock<Option<u64>> = OnceLock::new();
+        *N.get_or_init(|| {
+            let spec = std::env::var("HWBARR_FAULT_P2P").ok()?;
+            let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
+            spec.split(',').find_map(|item| match item.split_once(':') {
+                None => item.trim().parse().ok(),
+                Some((r, n)) if r.trim() == rank => n.trim().parse().ok(),
+                Some(_) => None,
+            })
+        })
+    }
+
+    /// Counts one operation; `Some(error)` if it is the one to fail.
+    pub fn injected() -> Option<c_int> {
+        static COUNT: AtomicU64 = AtomicU64::new(0);
+        let n = target()?;
+        if COUNT.fetch_add(1, Relaxed) + 1 != n {
+            return None;
+        }
+        // Level 0: always shown (test builds only).
+        crate::ompi::report::verbose(0, &format!("fault injection: point-to-point operation {n} of this rank fails"));
+        Some(crate::ompi::ffi::ERROR)
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+mod fault {
+    /// Default builds: no fault injection.
+    #[inline(always)]
+    pub fn injected() -> Option<std::ffi::c_int> {
+        None
+    }
+}
+
+
+fn check(rc: c_int) -> Result<(), c_int> {
+    if rc == SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// A PML request and the buffer it reads or writes.
+///
+/// The buffer belongs to the request until the PML completes it. Dropping
+/// an `Op` whose request is still posted (only on error paths: a peer that
+/// never sends, a barrier abandoned after a failure) therefore leaks the
+/// buffer on purpose: freeing it would let a later matching message write
+/// into freed memory, and waiting could block forever. This is the one
+/// place where hwbarr leaks memory; a communicator in that state is marked
+/// broken and posts nothing more.
+pub struct Op {
+    req: *mut Request,
+    buf: Option<Box<[u64]>>,
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        if !self.req.is_null() {
+            std::mem::forget(self.buf.take());
+        }
+    }
+}
+
+// SAFETY: the request is an Open MPI object usable from any thread; the
+// buffer is ours.
+unsafe impl Send for Op {}
+
+impl P2p for Pml {
+    type Op = Op;
+
+    fn isend(&self, data: Box<[u64]>, dst: c_int) -> Result<Op, c_int> {
+        if let Some(rc) = fault::injected() {
+            return Err(rc);
+        }
+        let mut req = null_mut();
+        // SAFETY: the buffer is valid for its length and owned by the `Op`
+        // returned, which keeps it until the request completes (see `Op`);
+        // `comm` is the live communicator.
+        let rc = unsafe { ffi::hwb_pml_isend(data.as_ptr().cast(), data.len() * 8, dst, TAG, self.comm, &mut req) };
+        check(rc)?;
+        Ok(Op { req, buf: Some(data) })
+    }
+
+    fn irecv(&self, words: usize, src: c_int) -> Result<Op, c_int> {
+        if let Some(rc) = fault::injected() {
+            return Err(rc);
+        }
+        let mut buf: Box<[u64]> = vec![0; words].into();
+        let mut req = null_mut();
+        // SAFETY: as in `isend`; the buffer is writable for its length.
+        let rc = unsafe { ffi::hwb_pml_irecv(buf.as_mut_ptr().cast(), words * 8, src, TAG, self.comm, &mut req) };
+        check(rc)?;
+        Ok(Op { req, buf: Some(buf) })
+    }
+
+    fn test(&self, op: &mut Op) -> Result<Option<Box<[u64]>>, c_int> {
+        if op.req.is_null() {
+            return Err(ERROR);
+        }
+        let mut err = SUCCESS;
+        // SAFETY: a live request returned by the PML; it is freed and
+        // nulled once complete, after which its buffer is ours again.
+        if unsafe { ffi::hwb_request_done(&mut op.req, &mut err) } == 0 {
+            return Ok(None);
+        }
+        check(err)?;
+        Ok(op.buf.take())
+    }
+
+    fn send(&self, data: &[u64], dst: c_int) -> Result<(), c_int> {
+        if let Some(rc) = fault::injected() {
+            return Err(rc);
+        }
+        // SAFETY: the buffer is valid for its length for the whole
+        // (blocking) call; `comm` is live.
+        check(unsafe { ffi::hwb_pml_send(data.as_ptr().cast(), data.len() * 8, dst, TAG, self.comm) })
+    }
+
+    fn recv(&self, buf: &mut [u64], src: c_int) -> Result<(), c_int> {
+        if let Some(rc) = fault::injected() {
+            return Err(rc);
+        }
+        // SAFETY: as in `send`; the buffer is writable for its length.
+        check(unsafe { ffi::hwb_pml_recv(buf.as_mut_ptr().cast(), buf.len() * 8, src, TAG, self.comm) })
+    }
+
+    fn progress(&self) {
+        ffi::progress();
+    }
+
+    fn host(&self) -> String {
+        hostname()
+    }
+
+    fn name(&self) -> String {
+        // SAFETY: c_name is a NUL-terminated array inside the live communicator.
+        unsafe { std::ffi::CStr::from_ptr(ffi::hwb_comm_name(self.comm)) }.to_string_lossy().into_owned()
+    }
+}
+
+/// This host's name (per UTS namespace, so fake nodes differ too).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::from("?");
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
