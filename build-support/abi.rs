@@ -38,8 +38,12 @@ pub fn decide(mpi_h: &str, coll_h: &str) -> Result<Abi, String> {
     let has = |m: &str| coll_h.contains(&format!("#define {m}"));
     let version = (major, minor, release);
     match (major, minor) {
-        (4, 1) if has("MCA_COLL_BASE_VERSION_2_0_0") => Ok(Abi { version, coll: (2, 0, 0), barrier_init: "MPIX_Barrier_init" }),
-        (5, 0) if has("MCA_COLL_BASE_VERSION_2_4_0") => Ok(Abi { version, coll: (2, 4, 0), barrier_init: "MPI_Barrier_init" }),
+        (4, 1) if has("MCA_COLL_BASE_VERSION_2_0_0") => {
+            Ok(Abi { version, coll: (2, 0, 0), barrier_init: "MPIX_Barrier_init" })
+        }
+        (5, 0) if has("MCA_COLL_BASE_VERSION_2_4_0") => {
+            Ok(Abi { version, coll: (2, 4, 0), barrier_init: "MPI_Barrier_init" })
+        }
         (4, 1) | (5, 0) => Err(format!(
             "Open MPI {major}.{minor}.{release}: its coll interface header ompi/mca/coll/coll.h is missing or \
              unexpected. Install the development headers (Debian: libopenmpi-dev; from source: configure \

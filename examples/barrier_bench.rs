@@ -8,10 +8,7 @@ use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .filter_map(|s| s.parse().ok())
-        .collect();
+    let args: Vec<u64> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
     let iters = args.first().copied().unwrap_or(10_000);
     let warmup = args.get(1).copied().unwrap_or(iters / 10);
     let universe = mpi::initialize().expect("MPI_Init");
@@ -30,11 +27,6 @@ fn main() {
     world.all_reduce_into(&mine, &mut max, SystemOperation::max());
     if world.rank() == 0 {
         let n = world.size();
-        println!(
-            "ranks={n} avg_us={:.3} min_us={:.3} max_us={:.3} iters={iters}",
-            sum / n as f64,
-            min,
-            max
-        );
+        println!("ranks={n} avg_us={:.3} min_us={:.3} max_us={:.3} iters={iters}", sum / n as f64, min, max);
     }
 }

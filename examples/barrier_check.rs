@@ -66,11 +66,7 @@ struct Board {
 impl Board {
     fn open() -> Board {
         let path = std::env::var("HWBARR_BOARD").expect("HWBARR_BOARD names the board file");
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .expect("open board");
+        let f = OpenOptions::new().read(true).write(true).open(&path).expect("open board");
         let len = SLOTS * MAX_RANKS * 8;
         f.set_len(len as u64).unwrap();
         // SAFETY: a shared mapping of a file sized above; it stays mapped
@@ -108,12 +104,7 @@ impl Tested {
     fn new(comm: SimpleCommunicator, slot: usize, me: usize) -> Tested {
         let mut members = vec![0i32; comm.size() as usize];
         comm.all_gather_into(&(me as i32), &mut members[..]);
-        Tested {
-            comm,
-            slot,
-            members: members.into_iter().map(|m| m as usize).collect(),
-            count: 0,
-        }
+        Tested { comm, slot, members: members.into_iter().map(|m| m as usize).collect(), count: 0 }
     }
 
     fn checked_barrier(&mut self, board: &Board, me: usize) {
@@ -139,8 +130,7 @@ impl Tested {
         let sum_expected: i64 = self.members.iter().map(|&m| m as i64).sum();
         let mine = self.members[self.comm.rank() as usize] as i64;
         let mut sum = 0i64;
-        self.comm
-            .all_reduce_into(&mine, &mut sum, SystemOperation::sum());
+        self.comm.all_reduce_into(&mine, &mut sum, SystemOperation::sum());
         assert_eq!(sum, sum_expected, "allreduce result");
         let mut v = if self.comm.rank() == 0 { iter } else { 0 };
         self.comm.process_at_rank(0).broadcast_into(&mut v);
@@ -176,10 +166,7 @@ fn semantics(world: &SimpleCommunicator, iters: u64) {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((me as u64 + 1) * 0x1234_5678_9ABC));
     // MPI_COMM_WORLD itself (rsmpi's world handle is never freed), a dup,
     // an even/odd split, and two overlapping subsets.
-    let mut tested = vec![
-        Tested::new(SimpleCommunicator::world(), 0, me),
-        Tested::new(world.duplicate(), 1, me),
-    ];
+    let mut tested = vec![Tested::new(SimpleCommunicator::world(), 0, me), Tested::new(world.duplicate(), 1, me)];
     if let Some(c) = world.split_by_color(Color::with_value((me % 2) as i32)) {
         tested.push(Tested::new(c, 2, me));
     }
@@ -212,10 +199,7 @@ fn semantics(world: &SimpleCommunicator, iters: u64) {
             short_count = t.count;
         }
     }
-    println!(
-        "rank {me}: semantics OK ({} barriers on MPI_COMM_WORLD)",
-        tested[0].count
-    );
+    println!("rank {me}: semantics OK ({} barriers on MPI_COMM_WORLD)", tested[0].count);
 }
 
 fn progress(world: &SimpleCommunicator, rounds: u64) {
@@ -226,9 +210,7 @@ fn progress(world: &SimpleCommunicator, rounds: u64) {
         let (sender, receiver) = if round % 2 == 0 { (0, 1) } else { (1, 0) };
         if me == sender {
             mpi::request::scope(|scope| {
-                let req = world
-                    .process_at_rank(receiver)
-                    .immediate_send(scope, &buf[..]);
+                let req = world.process_at_rank(receiver).immediate_send(scope, &buf[..]);
                 world.barrier();
                 req.wait();
             });
@@ -263,9 +245,7 @@ fn churn(world: &SimpleCommunicator, live: u64) {
         world.barrier();
         let (after, fds) = segments_and_fds();
         if world.rank() == 0 {
-            println!(
-                "churn round {round}: base {base} live {alive} after {after} fds {base_fds}->{fds}"
-            );
+            println!("churn round {round}: base {base} live {alive} after {after} fds {base_fds}->{fds}");
         }
     }
 }
@@ -330,7 +310,8 @@ fn die_while_others_wait(world: &SimpleCommunicator, after: u64, how: &str) {
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    let mut shm: Vec<&str> = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).filter(|f| f.starts_with("/dev/shm/")).collect();
+    let mut shm: Vec<&str> =
+        maps.lines().filter_map(|l| l.split_whitespace().nth(5)).filter(|f| f.starts_with("/dev/shm/")).collect();
     shm.sort();
     shm.dedup();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
@@ -415,7 +396,10 @@ fn p2pfault(world: &SimpleCommunicator, iters: u64) {
         // more call says so without touching the network.
         if failed.is_some() {
             let rc = mpi::ffi::MPI_Barrier(comm);
-            println!("rank {me}: p2pfault: later barrier on the dup returns {}", if rc == 0 { "success" } else { "an error" });
+            println!(
+                "rank {me}: p2pfault: later barrier on the dup returns {}",
+                if rc == 0 { "success" } else { "an error" }
+            );
         }
         if p != mpi::ffi::RSMPI_REQUEST_NULL {
             // Inactive after its error or completion.
@@ -433,21 +417,12 @@ fn p2pfault(world: &SimpleCommunicator, iters: u64) {
 fn intercomm(world: &SimpleCommunicator, rounds: u64) {
     use mpi::raw::AsRaw;
     let me = world.rank();
-    let half = world
-        .split_by_color(Color::with_value(me % 2))
-        .expect("split");
+    let half = world.split_by_color(Color::with_value(me % 2)).expect("split");
     let mut inter = world.as_raw();
     // SAFETY: raw MPI calls on live communicators; `inter` is an out-param
     // freed below.
     unsafe {
-        let rc = mpi::ffi::MPI_Intercomm_create(
-            half.as_raw(),
-            0,
-            world.as_raw(),
-            1 - me % 2,
-            77,
-            &mut inter,
-        );
+        let rc = mpi::ffi::MPI_Intercomm_create(half.as_raw(), 0, world.as_raw(), 1 - me % 2, 77, &mut inter);
         assert_eq!(rc, 0, "MPI_Intercomm_create");
         for _ in 0..rounds {
             assert_eq!(mpi::ffi::MPI_Barrier(inter), 0);
@@ -514,7 +489,8 @@ fn wait_any(reqs: &mut [Raw]) -> usize {
     let mut raw: Vec<_> = reqs.iter().map(|r| r.0).collect();
     let mut idx = 0;
     // SAFETY: our requests; status ignored.
-    let rc = unsafe { mpi::ffi::MPI_Waitany(raw.len() as i32, raw.as_mut_ptr(), &mut idx, mpi::ffi::RSMPI_STATUS_IGNORE) };
+    let rc =
+        unsafe { mpi::ffi::MPI_Waitany(raw.len() as i32, raw.as_mut_ptr(), &mut idx, mpi::ffi::RSMPI_STATUS_IGNORE) };
     assert_eq!(rc, 0);
     for (r, x) in reqs.iter_mut().zip(raw) {
         r.0 = x;
@@ -653,7 +629,11 @@ fn leak(world: &SimpleCommunicator, ops: u64) {
     for i in 0..ops / 2 {
         Raw::ibarrier(&c).wait();
         p.start();
-        if i % 2 == 0 { p.wait() } else { while !p.test() {} }
+        if i % 2 == 0 {
+            p.wait()
+        } else {
+            while !p.test() {}
+        }
     }
     p.free();
     let (segs1, fds1) = segments_and_fds();
@@ -892,10 +872,10 @@ fn soak(world: &SimpleCommunicator, barriers: u64) {
         }
         let x = shared.next();
         // Now and then, create or free a short-lived communicator.
-        if x % 1500 == 0 {
+        if x.is_multiple_of(1500) {
             let i = ((x >> 16) % 8) as usize;
             if temp[i].take().is_none() {
-                let comm = if (x >> 24) % 3 == 0 {
+                let comm = if (x >> 24).is_multiple_of(3) {
                     world.split_by_color(Color::with_value((me % 2) as i32)).expect("split")
                 } else {
                     world.duplicate()
@@ -916,7 +896,7 @@ fn soak(world: &SimpleCommunicator, barriers: u64) {
                 None => &mut fixed[pick % 3],
             }
         };
-        if mine.next() % 16 == 0 {
+        if mine.next().is_multiple_of(16) {
             mine.delay();
         }
         match kind {
@@ -927,7 +907,7 @@ fn soak(world: &SimpleCommunicator, barriers: u64) {
             3..=4 => {
                 let k = c.enter(&board, me);
                 let mut r = Raw::ibarrier(&c.t.comm);
-                if mine.next() % 2 == 0 {
+                if mine.next().is_multiple_of(2) {
                     r.wait();
                 } else {
                     while !r.test() {}
@@ -938,7 +918,7 @@ fn soak(world: &SimpleCommunicator, barriers: u64) {
             5..=6 => {
                 let k = c.enter(&board, me);
                 c.p.start();
-                if mine.next() % 2 == 0 {
+                if mine.next().is_multiple_of(2) {
                     c.p.wait();
                 } else {
                     while !c.p.test() {}
@@ -959,7 +939,7 @@ fn soak(world: &SimpleCommunicator, barriers: u64) {
                 } else {
                     let k2 = o.enter(&board, me);
                     let mut r2 = Raw::ibarrier(&o.t.comm);
-                    if mine.next() % 2 == 0 {
+                    if mine.next().is_multiple_of(2) {
                         r2.wait();
                         r1.wait();
                     } else {
@@ -967,7 +947,8 @@ fn soak(world: &SimpleCommunicator, barriers: u64) {
                         r2.wait();
                     }
                     check_after(&o.t, &board, me, k2);
-                    let c: &Soaked = if pick < 3 { &fixed[pick] } else { temp[pick - 3].as_ref().unwrap_or(&fixed[pick % 3]) };
+                    let c: &Soaked =
+                        if pick < 3 { &fixed[pick] } else { temp[pick - 3].as_ref().unwrap_or(&fixed[pick % 3]) };
                     check_after(&c.t, &board, me, k1);
                     nonblocking += 2;
                 }

@@ -95,7 +95,8 @@ pub fn differ<T: PartialEq + std::fmt::Display>(values: &[(c_int, T)]) -> Option
 /// The one line rank 0 prints about disagreeing ranks; `params` are
 /// (parameter, differences) pairs.
 pub fn disagreement(params: &[(&str, String)], chosen: &str) -> String {
-    let what: Vec<String> = params.iter().map(|(p, d)| format!("coll_hwbarr_{p} differs between ranks ({d})")).collect();
+    let what: Vec<String> =
+        params.iter().map(|(p, d)| format!("coll_hwbarr_{p} differs between ranks ({d})")).collect();
     format!("{}; every rank uses rank 0's {chosen}", what.join(", "))
 }
 

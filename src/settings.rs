@@ -45,7 +45,11 @@ pub trait Setting: Copy + PartialEq + Sized + 'static {
     fn parse(s: &str) -> Result<Self, String> {
         let v = s.trim().to_ascii_lowercase();
         Self::CHOICES.iter().find(|c| c.name.to_bytes() == v.as_bytes()).map(|c| c.value).ok_or_else(|| {
-            format!("invalid value '{s}' for MCA parameter coll_hwbarr_{} (valid values: {})", Self::PARAM, Self::valid())
+            format!(
+                "invalid value '{s}' for MCA parameter coll_hwbarr_{} (valid values: {})",
+                Self::PARAM,
+                Self::valid()
+            )
         })
     }
 
@@ -56,10 +60,8 @@ pub trait Setting: Copy + PartialEq + Sized + 'static {
 
     /// The parameter's help string: what it decides, then every value.
     fn help() -> String {
-        let each: Vec<String> = Self::CHOICES
-            .iter()
-            .map(|c| format!("'{}' ({})", c.name.to_str().unwrap_or("?"), c.help))
-            .collect();
+        let each: Vec<String> =
+            Self::CHOICES.iter().map(|c| format!("'{}' ({})", c.name.to_str().unwrap_or("?"), c.help)).collect();
         format!("{}: {}. Default: {}", Self::WHAT, each.join(", "), Self::CHOICES[0].name.to_str().unwrap_or("?"))
     }
 }

@@ -125,16 +125,10 @@ mod tests {
 
     #[test]
     fn policy_follows_facts_unless_set() {
-        assert_eq!(
-            WaitPolicy::for_node(4, 2, false, -1, None).idle,
-            Idle::Sleep
-        );
+        assert_eq!(WaitPolicy::for_node(4, 2, false, -1, None).idle, Idle::Sleep);
         assert_eq!(WaitPolicy::for_node(2, 2, false, -1, None).idle, Idle::Spin);
         assert_eq!(WaitPolicy::for_node(2, 2, true, -1, None).idle, Idle::Yield);
-        assert_eq!(
-            WaitPolicy::for_node(4, 2, true, -1, Some(Idle::Spin)).idle,
-            Idle::Spin
-        );
+        assert_eq!(WaitPolicy::for_node(4, 2, true, -1, Some(Idle::Spin)).idle, Idle::Spin);
         let p = WaitPolicy::for_node(2, 2, false, 0, None);
         assert!(!p.progress && p.spins > 0);
         assert_eq!(WaitPolicy::for_node(2, 2, false, 7, None).spins, 7);
@@ -149,11 +143,7 @@ mod tests {
         let mut polls = 0;
         let mut turns = 0;
         let mut naps = 0;
-        let p = WaitPolicy {
-            spins: 4,
-            progress: true,
-            idle: Idle::Sleep,
-        };
+        let p = WaitPolicy { spins: 4, progress: true, idle: Idle::Sleep };
         wait_until(
             p,
             || {

@@ -69,18 +69,11 @@ fn run_ranks(n: usize, rounds: usize, body: impl Fn(usize, usize) + Send + Sync 
 fn toggle_model(n: usize, rounds: usize) -> bool {
     model(move |violated| {
         let shape = toggle::Shape::new(n);
-        let banks: Arc<Vec<Line<AtomicU64>>> = Arc::new(
-            (0..shape.banks())
-                .map(|_| Line(AtomicU64::new(0)))
-                .collect(),
-        );
+        let banks: Arc<Vec<Line<AtomicU64>>> = Arc::new((0..shape.banks()).map(|_| Line(AtomicU64::new(0))).collect());
         let input = Arc::new(AtomicU32::new(0));
         let entered = Arc::new(Entered::new(n, violated));
         run_ranks(n, rounds, move |r, k| {
-            let w = toggle::Wires {
-                banks: &banks,
-                input: &input,
-            };
+            let w = toggle::Wires { banks: &banks, input: &input };
             entered.enter(r);
             let (t, _) = toggle::arrive(&shape, &w, r);
             while !toggle::is_released(&w, t) {
@@ -93,8 +86,7 @@ fn toggle_model(n: usize, rounds: usize) -> bool {
 
 fn counter_model(n: usize, rounds: usize, released: fn(&[Line<AtomicI32>], usize) -> bool) -> bool {
     model(move |violated| {
-        let cells: Arc<Vec<Line<AtomicI32>>> =
-            Arc::new((0..n).map(|_| Line(AtomicI32::new(0))).collect());
+        let cells: Arc<Vec<Line<AtomicI32>>> = Arc::new((0..n).map(|_| Line(AtomicI32::new(0))).collect());
         let entered = Arc::new(Entered::new(n, violated));
         run_ranks(n, rounds, move |r, k| {
             entered.enter(r);
@@ -105,10 +97,7 @@ fn counter_model(n: usize, rounds: usize, released: fn(&[Line<AtomicI32>], usize
             entered.check_all_entered(k);
             for c in cells.iter() {
                 let v = c.load(SeqCst);
-                assert!(
-                    v.unsigned_abs() < n as u32,
-                    "counter {v} out of [-(n-1), n-1]"
-                );
+                assert!(v.unsigned_abs() < n as u32, "counter {v} out of [-(n-1), n-1]");
             }
         });
     })
@@ -121,10 +110,7 @@ fn toggle_2_ranks_3_barriers() {
 
 #[test]
 fn counter_2_ranks_3_barriers() {
-    assert!(
-        !counter_model(2, 3, counter::is_released),
-        "a rank left a barrier early"
-    );
+    assert!(!counter_model(2, 3, counter::is_released), "a rank left a barrier early");
 }
 
 /// The model check can fail: an exit rule one packet short lets a rank

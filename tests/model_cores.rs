@@ -66,9 +66,7 @@ impl Machine {
             rounds,
             algo,
             cells: (0..n).map(|_| Line(AtomicI32::new(0))).collect(),
-            banks: (0..shape.banks())
-                .map(|_| Line(AtomicU64::new(0)))
-                .collect(),
+            banks: (0..shape.banks()).map(|_| Line(AtomicU64::new(0))).collect(),
             input: AtomicU32::new(0),
             shape,
         }
@@ -84,22 +82,13 @@ impl Machine {
     fn load(&self, mem: &[i64]) {
         let (c, rest) = mem.split_at(self.n);
         let (b, i) = rest.split_at(self.banks.len());
-        self.cells
-            .iter()
-            .zip(c)
-            .for_each(|(a, &v)| a.store(v as i32, SeqCst));
-        self.banks
-            .iter()
-            .zip(b)
-            .for_each(|(a, &v)| a.store(v as u64, SeqCst));
+        self.cells.iter().zip(c).for_each(|(a, &v)| a.store(v as i32, SeqCst));
+        self.banks.iter().zip(b).for_each(|(a, &v)| a.store(v as u64, SeqCst));
         self.input.store(i[0] as u32, SeqCst);
     }
 
     fn wires(&self) -> toggle::Wires<'_> {
-        toggle::Wires {
-            banks: &self.banks,
-            input: &self.input,
-        }
+        toggle::Wires { banks: &self.banks, input: &self.input }
     }
 
     fn released(&self, r: usize, pc: Pc) -> bool {
@@ -152,9 +141,7 @@ impl Machine {
                     return Ok(None);
                 }
                 if let Some(q) = (0..self.n).find(|&q| st.entered[q] < k) {
-                    return Err(format!(
-                        "rank {r} left barrier {k} before rank {q} entered it"
-                    ));
+                    return Err(format!("rank {r} left barrier {k} before rank {q} entered it"));
                 }
                 next.pcs[r].0 += 1;
                 if k == self.rounds {
@@ -176,11 +163,7 @@ impl Machine {
 
     /// Explores every interleaving; returns the number of distinct states.
     fn check(&self) -> Result<usize, String> {
-        let init = State {
-            mem: self.save(),
-            entered: vec![0; self.n],
-            pcs: vec![(1, Pc::Enter); self.n],
-        };
+        let init = State { mem: self.save(), entered: vec![0; self.n], pcs: vec![(1, Pc::Enter); self.n] };
         let mut seen = HashSet::from([init.clone()]);
         let mut stack = vec![init];
         while let Some(st) = stack.pop() {
@@ -221,9 +204,7 @@ fn toggle_is_safe_and_live() {
 #[test]
 fn toggle_tree_is_safe_and_live() {
     for (n, rounds) in [(3, 3), (4, 3), (5, 2)] {
-        let states = Machine::new(n, rounds, Algo::Toggle, 2)
-            .check()
-            .unwrap_or_else(|e| panic!("n={n}: {e}"));
+        let states = Machine::new(n, rounds, Algo::Toggle, 2).check().unwrap_or_else(|e| panic!("n={n}: {e}"));
         eprintln!("tree n={n} rounds={rounds}: {states} states");
     }
 }

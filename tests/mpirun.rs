@@ -32,10 +32,7 @@ fn scratch(tag: &str) -> PathBuf {
 fn component_path() -> &'static str {
     static PATH: OnceLock<String> = OnceLock::new();
     PATH.get_or_init(|| {
-        let out = Command::new("ompi_info")
-            .args(["--path", "pkglibdir", "--parsable"])
-            .output()
-            .expect("ompi_info");
+        let out = Command::new("ompi_info").args(["--path", "pkglibdir", "--parsable"]).output().expect("ompi_info");
         let text = String::from_utf8_lossy(&out.stdout);
         let pkglib = text.trim().rsplit(':').next().unwrap().to_string();
         let dir = match std::env::var("HWBARR_COMPONENT_DIR") {
@@ -44,11 +41,8 @@ fn component_path() -> &'static str {
                 // Inside the build tree, not /tmp: nothing left behind.
                 let d = target_dir().join("test-components");
                 std::fs::create_dir_all(&d).unwrap();
-                std::fs::copy(
-                    target_dir().join("libmca_coll_hwbarr.so"),
-                    d.join("mca_coll_hwbarr.so"),
-                )
-                .expect("the built libmca_coll_hwbarr.so");
+                std::fs::copy(target_dir().join("libmca_coll_hwbarr.so"), d.join("mca_coll_hwbarr.so"))
+                    .expect("the built libmca_coll_hwbarr.so");
                 let help = Path::new(env!("CARGO_MANIFEST_DIR")).join("share/help-coll-hwbarr.txt");
                 std::fs::copy(help, d.join("help-coll-hwbarr.txt")).expect("the help file");
                 d
@@ -91,12 +85,7 @@ impl Job {
         self.timed_out
     }
     fn dump(&self) -> String {
-        format!(
-            "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.out.status,
-            self.stdout(),
-            self.stderr()
-        )
+        format!("status {:?}\n--- stdout\n{}\n--- stderr\n{}", self.out.status, self.stdout(), self.stderr())
     }
 }
 
@@ -128,11 +117,19 @@ mod rte {
     }
     /// The option that sets a runtime (launcher/daemon) parameter.
     pub fn param_flag() -> &'static str {
-        if super::ompi_major() >= 5 { "--prtemca" } else { "--mca" }
+        if super::ompi_major() >= 5 {
+            "--prtemca"
+        } else {
+            "--mca"
+        }
     }
     /// The runtime parameter naming the session directory's parent.
     pub fn tmpdir_param() -> &'static str {
-        if super::ompi_major() >= 5 { "prte_tmpdir_base" } else { "orte_tmpdir_base" }
+        if super::ompi_major() >= 5 {
+            "prte_tmpdir_base"
+        } else {
+            "orte_tmpdir_base"
+        }
     }
     /// Launcher parameters that run fake nodes through `agent`: PRRTE
     /// calls its rsh launcher `ssh`, and on 5.0 its out-of-band channel
@@ -146,15 +143,27 @@ mod rte {
     }
     /// How ompi_info shows value `i` of an MCA enum named `name`.
     pub fn enum_value(i: usize, name: &str) -> String {
-        if super::ompi_major() >= 5 { format!("{i}|{name}") } else { format!("{i}:\"{name}\"") }
+        if super::ompi_major() >= 5 {
+            format!("{i}|{name}")
+        } else {
+            format!("{i}:\"{name}\"")
+        }
     }
     /// The shared-memory BTL's single-copy (CMA/XPMEM) switch.
     pub fn single_copy_param() -> &'static str {
-        if super::ompi_major() >= 5 { "btl_sm_single_copy_mechanism" } else { "btl_vader_single_copy_mechanism" }
+        if super::ompi_major() >= 5 {
+            "btl_sm_single_copy_mechanism"
+        } else {
+            "btl_vader_single_copy_mechanism"
+        }
     }
     /// The shared-memory BTL's name.
     pub fn shm_btl() -> &'static str {
-        if super::ompi_major() >= 5 { "sm" } else { "vader" }
+        if super::ompi_major() >= 5 {
+            "sm"
+        } else {
+            "vader"
+        }
     }
 }
 
@@ -211,8 +220,7 @@ fn launch_rte_cmd(
     }
     c.arg(target_dir().join("examples/barrier_check"));
     c.args(args);
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -228,10 +236,7 @@ fn run(mut cmd: Command, secs: u32) -> Job {
     let _g = lock();
     let t = std::time::Instant::now();
     let out = cmd.output().expect("run mpirun");
-    Job {
-        out,
-        timed_out: t.elapsed().as_secs() >= secs as u64,
-    }
+    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
 }
 
 /// A zeroed board file for the semantics check.
@@ -246,13 +251,8 @@ fn semantics(np: usize, alg: &str, iters: u32, extra_env: &[(&str, &str)]) -> Jo
     let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
     env.extend_from_slice(extra_env);
     let it = iters.to_string();
-    let job = mpirun(
-        np,
-        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")],
-        &env,
-        &["semantics", &it],
-        300,
-    );
+    let job =
+        mpirun(np, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &env, &["semantics", &it], 300);
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
     job
 }
@@ -267,17 +267,15 @@ fn ompi_info_lists_component_and_parameters() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MCA coll: hwbarr"), "{text}");
     for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter"] {
-        assert!(
-            text.contains(&format!("\"coll_hwbarr_{p}\"")),
-            "missing {p}: {text}"
-        );
+        assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
     }
-    assert!(
-        text.contains("current value: \"40\""),
-        "priority default 40: {text}"
-    );
+    assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
     // Choice parameters are MCA enums: ompi_info lists their values.
-    for names in [&["auto", "toggle", "counter", "linear"][..], &["auto", "spin", "yield", "sleep"], &["auto", "counter", "dissemination"]] {
+    for names in [
+        &["auto", "toggle", "counter", "linear"][..],
+        &["auto", "spin", "yield", "sleep"],
+        &["auto", "counter", "dissemination"],
+    ] {
         let list: Vec<String> = names.iter().enumerate().map(|(i, n)| rte::enum_value(i, n)).collect();
         let valid = format!("Valid values: {}", list.join(", "));
         assert!(text.contains(&valid), "{valid}: {text}");
@@ -296,31 +294,22 @@ fn semantics_every_algorithm_every_size() {
             let job = semantics(np, alg, iters, &[]);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
             let (out, err) = (job.stdout(), job.stderr());
-            assert_eq!(
-                out.matches("semantics OK").count(),
-                np,
-                "np={np} alg={alg}\n{}",
-                job.dump()
-            );
+            assert_eq!(out.matches("semantics OK").count(), np, "np={np} alg={alg}\n{}", job.dump());
             if np == 1 {
-                assert!(
-                    !err.contains("served"),
-                    "hwbarr must decline a 1-rank world\n{}",
-                    job.dump()
-                );
+                assert!(!err.contains("served"), "hwbarr must decline a 1-rank world\n{}", job.dump());
                 continue;
             }
             for r in 0..np {
                 let line = format!("rank {r} of communicator cid 0: served {iters} barriers with ");
                 let hit = err.lines().find(|l| l.contains(&line));
-                let hit =
-                    hit.unwrap_or_else(|| panic!("np={np} alg={alg}: no '{line}'\n{}", job.dump()));
+                let hit = hit.unwrap_or_else(|| panic!("np={np} alg={alg}: no '{line}'\n{}", job.dump()));
                 if alg != "auto" {
                     assert!(hit.ends_with(alg), "{hit}");
                 }
             }
             if alg == "toggle" || alg == "counter" {
-                let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by {alg}");
+                let want =
+                    format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by {alg}");
                 assert!(err.contains(&want), "{}", job.dump());
             }
         }
@@ -332,11 +321,7 @@ fn semantics_every_algorithm_every_size() {
 #[test]
 fn semantics_check_catches_a_missing_barrier() {
     let job = semantics(3, "toggle", 200, &[("HWBARR_SKIP_BARRIER", "1")]);
-    assert!(
-        !job.ok() && job.stderr().contains("VIOLATION"),
-        "{}",
-        job.dump()
-    );
+    assert!(!job.ok() && job.stderr().contains("VIOLATION"), "{}", job.dump());
 }
 
 /// A rank waiting in the barrier turns MPI progress, so its peer's pending
@@ -345,18 +330,8 @@ fn semantics_check_catches_a_missing_barrier() {
 fn waiting_turns_mpi_progress() {
     for np in [2, 3] {
         for alg in ["toggle", "counter", "linear"] {
-            let job = mpirun(
-                np,
-                &[("coll_hwbarr_algorithm", alg), ("btl", "self,tcp")],
-                &[],
-                &["progress", "6"],
-                90,
-            );
-            assert!(
-                job.ok(),
-                "np={np} alg={alg}: deadlock or failure\n{}",
-                job.dump()
-            );
+            let job = mpirun(np, &[("coll_hwbarr_algorithm", alg), ("btl", "self,tcp")], &[], &["progress", "6"], 90);
+            assert!(job.ok(), "np={np} alg={alg}: deadlock or failure\n{}", job.dump());
             assert_eq!(job.stdout().matches("progress OK").count(), np);
         }
     }
@@ -370,7 +345,10 @@ fn waiting_policy_follows_yield_when_idle() {
     let cases: [(&[(&str, &str)], &str); 3] = [
         (&[], "waiting by Spin, 256 polls per progress turn"),
         (&[("mpi_yield_when_idle", "1")], "waiting by Yield, 1 polls per progress turn"),
-        (&[("mpi_yield_when_idle", "1"), ("coll_hwbarr_idle", "spin"), ("coll_hwbarr_spin", "64")], "waiting by Spin, 64 polls per progress turn"),
+        (
+            &[("mpi_yield_when_idle", "1"), ("coll_hwbarr_idle", "spin"), ("coll_hwbarr_spin", "64")],
+            "waiting by Spin, 64 polls per progress turn",
+        ),
     ];
     for (extra, want) in cases {
         let mut mca = vec![("coll_hwbarr_algorithm", "counter"), ("coll_hwbarr_verbose", "1")];
@@ -392,11 +370,7 @@ fn waiting_policy_follows_yield_when_idle() {
 fn progress_test_catches_a_barrier_without_progress() {
     let job = mpirun(
         2,
-        &[
-            ("coll_hwbarr_algorithm", "toggle"),
-            ("coll_hwbarr_spin", "0"),
-            ("btl", "self,tcp"),
-        ],
+        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_spin", "0"), ("btl", "self,tcp")],
         &[],
         &["progress", "6"],
         15,
@@ -451,15 +425,9 @@ fn communicators_release_their_segments() {
     assert!(job.ok(), "{}", job.dump());
     let out = job.stdout();
     for round in 0..2 {
-        let line = out
-            .lines()
-            .find(|l| l.starts_with(&format!("churn round {round}:")))
-            .expect("churn line");
-        let nums: Vec<usize> = line
-            .split(|c: char| !c.is_ascii_digit())
-            .filter(|s| !s.is_empty())
-            .map(|s| s.parse().unwrap())
-            .collect();
+        let line = out.lines().find(|l| l.starts_with(&format!("churn round {round}:"))).expect("churn line");
+        let nums: Vec<usize> =
+            line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
         // round, base, live, after, fds before, fds after
         assert_eq!(&nums[1..4], &[1, 301, 1], "{line}");
         assert_eq!(nums[4], nums[5], "fds leaked: {line}");
@@ -468,11 +436,7 @@ fn communicators_release_their_segments() {
 
 fn shm_names() -> Vec<String> {
     let mut v: Vec<_> = std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     v.sort();
     v
@@ -534,15 +498,8 @@ fn two_jobs_at_once() {
         .collect();
     for k in kids.drain(..) {
         let out = k.wait_with_output().unwrap();
-        let job = Job {
-            out,
-            timed_out: false,
-        };
-        assert!(
-            job.ok() && job.stdout().matches("semantics OK").count() == 2,
-            "{}",
-            job.dump()
-        );
+        let job = Job { out, timed_out: false };
+        assert!(job.ok() && job.stdout().matches("semantics OK").count() == 2, "{}", job.dump());
     }
     for b in boards {
         let _ = std::fs::remove_dir_all(b.parent().unwrap());
@@ -553,23 +510,9 @@ fn two_jobs_at_once() {
 /// barrier is served by another component and the job runs.
 #[test]
 fn intercommunicators_are_declined() {
-    let job = mpirun(
-        4,
-        &[("coll_hwbarr_verbose", "3")],
-        &[],
-        &["intercomm", "20"],
-        60,
-    );
-    assert!(
-        job.ok() && job.stdout().matches("intercomm OK").count() == 4,
-        "{}",
-        job.dump()
-    );
-    assert!(
-        job.stderr().contains(": intercommunicator"),
-        "{}",
-        job.dump()
-    );
+    let job = mpirun(4, &[("coll_hwbarr_verbose", "3")], &[], &["intercomm", "20"], 60);
+    assert!(job.ok() && job.stdout().matches("intercomm OK").count() == 4, "{}", job.dump());
+    assert!(job.stderr().contains(": intercommunicator"), "{}", job.dump());
 }
 
 fn board_job(np: usize, alg: &str, mode: &str, iters: u32) -> Job {
@@ -654,15 +597,13 @@ fn persistent_barrier_semantics() {
 #[test]
 fn nonblocking_barriers_leak_nothing() {
     for alg in ["toggle", "counter"] {
-        let job = mpirun(3, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &[], &["leak", "100000"], 120);
+        let job =
+            mpirun(3, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &[], &["leak", "100000"], 120);
         assert!(job.ok(), "{}", job.dump());
         let out = job.stdout();
         let line = out.lines().find(|l| l.starts_with("leak:")).expect("leak line");
-        let nums: Vec<u64> = line
-            .split(|c: char| !c.is_ascii_digit())
-            .filter(|s| !s.is_empty())
-            .map(|s| s.parse().unwrap())
-            .collect();
+        let nums: Vec<u64> =
+            line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
         // ops, segs before/after, fds before/after, rss before/after (KiB)
         assert_eq!(nums[1], nums[2], "{line}");
         assert_eq!(nums[3], nums[4], "{line}");
@@ -683,11 +624,7 @@ fn fake_nodes(hosts: &str, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&
     let btl = format!("self,{},tcp", rte::shm_btl());
     let rte_owned = rte::fake_node_params(agent.to_str().unwrap());
     let rte: Vec<(&str, &str)> = rte_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let mut all: Vec<(&str, &str)> = vec![
-        ("btl", &btl),
-        ("btl_tcp_if_include", "lo"),
-        ("mpi_yield_when_idle", "1"),
-    ];
+    let mut all: Vec<(&str, &str)> = vec![("btl", &btl), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1")];
     all.extend_from_slice(mca);
     let mut env2: Vec<(&str, &str)> = vec![("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())];
     env2.extend_from_slice(env);
@@ -706,7 +643,13 @@ const LAYOUTS: [&str; 3] = ["nodea:2,nodeb:2", "nodea:1,nodeb:2,nodec:1", "nodea
 #[test]
 fn fake_nodes_semantics() {
     for hosts in LAYOUTS {
-        for (alg, inter) in [("toggle", "counter"), ("counter", "dissemination"), ("toggle", "dissemination"), ("counter", "counter"), ("linear", "auto")] {
+        for (alg, inter) in [
+            ("toggle", "counter"),
+            ("counter", "dissemination"),
+            ("toggle", "dissemination"),
+            ("counter", "counter"),
+            ("linear", "auto"),
+        ] {
             let b = board();
             let job = fake_nodes(
                 hosts,
@@ -761,7 +704,8 @@ fn fake_nodes_nonblocking_and_persistent() {
 fn fake_nodes_progress() {
     for hosts in LAYOUTS {
         for alg in ["toggle", "counter"] {
-            let job = fake_nodes(hosts, &[("coll_hwbarr_algorithm", alg)], &[("HWBARR_BOARD", "-")], &["progress", "4"]);
+            let job =
+                fake_nodes(hosts, &[("coll_hwbarr_algorithm", alg)], &[("HWBARR_BOARD", "-")], &["progress", "4"]);
             assert!(job.ok(), "{hosts} {alg}\n{}", job.dump());
             assert_eq!(job.stdout().matches("progress OK").count(), 4, "{}", job.dump());
         }
@@ -800,7 +744,8 @@ fn fake_nodes_lazy_add_procs_and_async_modex() {
 fn sole_hwbarr_selection_says_what_to_write() {
     let job = mpirun(2, &[("coll", "hwbarr")], &[], &["semantics", "1"], 60);
     assert!(!job.ok() && !job.timed_out(), "{}", job.dump());
-    let advice: Vec<_> = job.stderr().lines().filter(|l| l.contains("'--mca coll hwbarr' allows no other")).map(String::from).collect();
+    let advice: Vec<_> =
+        job.stderr().lines().filter(|l| l.contains("'--mca coll hwbarr' allows no other")).map(String::from).collect();
     assert_eq!(advice.len(), 1, "{}", job.dump());
     assert!(advice[0].contains("hwbarr,tuned,libnbc,basic,self"), "{}", advice[0]);
     // With the list it names, the same job runs and hwbarr serves it.
@@ -867,7 +812,9 @@ fn a_build_for_the_other_release_line_is_refused_in_one_line() {
 #[test]
 fn mpi_t_pvar_counts_the_barriers_served() {
     let iters = 150u64;
-    for (alg, prio, want) in [("counter", "40", 2 * iters), ("toggle", "40", 2 * iters), ("linear", "40", iters), ("auto", "0", 0)] {
+    for (alg, prio, want) in
+        [("counter", "40", 2 * iters), ("toggle", "40", 2 * iters), ("linear", "40", iters), ("auto", "0", 0)]
+    {
         let it = iters.to_string();
         let job = mpirun(
             3,
@@ -972,7 +919,11 @@ fn device_refused_everywhere_falls_back_together() {
                 let err = job.stderr();
                 let lines = fallback_lines(&err);
                 assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());
-                assert!(lines[0].contains("cannot create shared memory") && lines[0].contains("not implemented"), "{}", lines[0]);
+                assert!(
+                    lines[0].contains("cannot create shared memory") && lines[0].contains("not implemented"),
+                    "{}",
+                    lines[0]
+                );
             }
         }
     }
@@ -1063,7 +1014,10 @@ fn warnings_come_from_the_help_file() {
         if let Some(p) = path {
             mca.push(("mca_base_component_path", p));
         }
-        let job = run(launch_cmd(4, &launch, &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "100"], 120), 120);
+        let job = run(
+            launch_cmd(4, &launch, &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "100"], 120),
+            120,
+        );
         let _ = std::fs::remove_dir_all(b.parent().unwrap());
         assert!(job.ok(), "{}", job.dump());
         let err = job.stderr();
@@ -1111,7 +1065,10 @@ fn fake_nodes_device_refused() {
             // Verbose 2: each node's leader describes its node once for the dup (cid 3).
             let node_lines: Vec<&str> = err.lines().filter(|l| l.contains("(cid 3, 4 ranks on 2 nodes)")).collect();
             assert_eq!(node_lines.len(), 2, "{what}\n{}", job.dump());
-            let p2p = node_lines.iter().filter(|l| l.contains("linear over point-to-point (no shared memory: cannot create")).count();
+            let p2p = node_lines
+                .iter()
+                .filter(|l| l.contains("linear over point-to-point (no shared memory: cannot create"))
+                .count();
             assert_eq!(p2p, if ranks == "all" { 2 } else { 1 }, "{what}\n{}", job.dump());
         }
     }
@@ -1199,18 +1156,26 @@ fn disagreement_lines(err: &str) -> Vec<&str> {
 /// algorithms both ways too.
 #[test]
 fn disagreeing_algorithms_run_rank_0s() {
-    let pairs = [("toggle", "counter", 1), ("counter", "toggle", 2), ("linear", "toggle", 1), ("toggle", "linear", 2), ("linear", "counter", 2)];
+    let pairs = [
+        ("toggle", "counter", 1),
+        ("counter", "toggle", 2),
+        ("linear", "toggle", 1),
+        ("toggle", "linear", 2),
+        ("linear", "counter", 2),
+    ];
     for (i, (a, b, k)) in pairs.into_iter().enumerate() {
         for (j, first) in FIRSTS.into_iter().enumerate() {
             if (i + j) % 2 == 1 && a != "toggle" {
                 continue; // keep the job count down: every pair still meets every first kind below
             }
             let board_file = board();
-            let ctx = |alg: &str| vec![
-                format!("OMPI_MCA_coll_hwbarr_algorithm={alg}"),
-                format!("HWBARR_FIRST={first}"),
-                "HWBARR_BOARD".to_string(),
-            ];
+            let ctx = |alg: &str| {
+                vec![
+                    format!("OMPI_MCA_coll_hwbarr_algorithm={alg}"),
+                    format!("HWBARR_FIRST={first}"),
+                    "HWBARR_BOARD".to_string(),
+                ]
+            };
             let job = mpmd(
                 &[(1, ctx(a)), (k, ctx(b))],
                 &[],
@@ -1242,8 +1207,18 @@ fn disagreeing_algorithms_run_rank_0s() {
 #[test]
 fn agreeing_ranks_print_no_disagreement() {
     let b = board();
-    let ctx = || vec!["OMPI_MCA_coll_hwbarr_algorithm=toggle".to_string(), "HWBARR_FIRST=order-a".into(), "HWBARR_BOARD".into()];
-    let job = mpmd(&[(1, ctx()), (1, ctx())], &[], &[], &[("coll_hwbarr_verbose", "1")], &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "60"], 60);
+    let ctx = || {
+        vec!["OMPI_MCA_coll_hwbarr_algorithm=toggle".to_string(), "HWBARR_FIRST=order-a".into(), "HWBARR_BOARD".into()]
+    };
+    let job = mpmd(
+        &[(1, ctx()), (1, ctx())],
+        &[],
+        &[],
+        &[("coll_hwbarr_verbose", "1")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &["first", "60"],
+        60,
+    );
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
     assert!(job.ok(), "{}", job.dump());
     assert!(disagreement_lines(&job.stderr()).is_empty(), "{}", job.dump());
@@ -1295,7 +1270,11 @@ fn fake_nodes_disagreeing_inter_and_algorithm() {
         assert!(world[0].contains(want), "want '{want}': {}", world[0]);
     }
     assert_eq!(served(&err, 0), vec![200; 4], "{}", job.dump());
-    assert!(err.contains("(cid 0, 4 ranks on 2 nodes): node of rank 0: 2 ranks, toggle on shared memory"), "{}", job.dump());
+    assert!(
+        err.contains("(cid 0, 4 ranks on 2 nodes): node of rank 0: 2 ranks, toggle on shared memory"),
+        "{}",
+        job.dump()
+    );
     assert!(err.contains("counter broadcast among leaders"), "{}", job.dump());
 }
 
@@ -1308,8 +1287,18 @@ fn fake_nodes_disagreeing_inter_and_algorithm() {
 fn hwbarr_on_some_ranks_only_fails_fast() {
     for (p0, p1) in [("40", "0"), ("0", "40")] {
         let b = board();
-        let ctx = |prio: &str| vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()];
-        let job = mpmd(&[(1, ctx(p0)), (1, ctx(p1))], &[], &[], &[], &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 60);
+        let ctx = |prio: &str| {
+            vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()]
+        };
+        let job = mpmd(
+            &[(1, ctx(p0)), (1, ctx(p1))],
+            &[],
+            &[],
+            &[],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["first", "10"],
+            60,
+        );
         let _ = std::fs::remove_dir_all(b.parent().unwrap());
         assert!(!job.ok() && !job.timed_out(), "priority {p0}/{p1}: must fail fast\n{}", job.dump());
         let peer = if p0 == "40" { 1 } else { 0 };
@@ -1400,7 +1389,8 @@ fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Opti
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!job.timed_out() && !job.ok(), "{what}: must end, and fail\n{}", job.dump());
     let mut lines = text.lines();
-    let died: u128 = lines.next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("{what}: no stamp\n{}", job.dump()));
+    let died: u128 =
+        lines.next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("{what}: no stamp\n{}", job.dump()));
     let secs = (end.saturating_sub(died)) as f64 / 1e9;
     eprintln!("{what}: mpirun ended {secs:.2} s after the death");
     assert!(secs <= 10.0, "{what}: ended {secs:.2} s after the death\n{}", job.dump());
@@ -1408,7 +1398,8 @@ fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Opti
     assert!(left_procs.is_empty(), "{what}: processes left: {left_procs:?}");
     let job_shm: Vec<&str> = lines.filter(|l| Path::new(l).exists()).collect();
     assert!(job_shm.is_empty(), "{what}: the job's /dev/shm files are left: {job_shm:?}");
-    let new_hwbarr: Vec<String> = shm_names().into_iter().filter(|n| n.contains("hwbarr") && !before.contains(n)).collect();
+    let new_hwbarr: Vec<String> =
+        shm_names().into_iter().filter(|n| n.contains("hwbarr") && !before.contains(n)).collect();
     assert!(new_hwbarr.is_empty(), "{what}: {new_hwbarr:?}");
     assert!(left_files.is_empty(), "{what}: left in the session dir: {left_files:?}");
     assert!(left_nodes.is_empty(), "{what}: left in the fake nodes' dirs: {left_nodes:?}");
@@ -1422,12 +1413,7 @@ const WAITS: [&str; 3] = ["barrier", "ibarrier", "persistent"];
 /// on 2 cores sleeps by itself): the job ends within 10 s, leaving nothing.
 #[test]
 fn death_while_others_wait_ends_the_job_within_10_s() {
-    for (np, mca) in [
-        (2, &[][..]),
-        (2, &[("coll_hwbarr_idle", "sleep")][..]),
-        (4, &[][..]),
-        (8, &[][..]),
-    ] {
+    for (np, mca) in [(2, &[][..]), (2, &[("coll_hwbarr_idle", "sleep")][..]), (4, &[][..]), (8, &[][..])] {
         for how in ["kill", "abort"] {
             for wait in WAITS {
                 death_job(np, how, wait, mca, None, None);
@@ -1476,7 +1462,8 @@ fn fault_component_path() -> &'static str {
 fn p2p_job(np: usize, hosts: Option<&str>, spec: &str, kind: &str, on_error: &str, iters: u32) -> Job {
     let it = iters.to_string();
     let world_er = if ompi_major() < 5 { "1" } else { "" };
-    let mut env: Vec<(&str, &str)> = vec![("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind), ("HWBARR_ON_ERROR", on_error)];
+    let mut env: Vec<(&str, &str)> =
+        vec![("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind), ("HWBARR_ON_ERROR", on_error)];
     if !world_er.is_empty() {
         env.push(("HWBARR_WORLD_ERRORS_RETURN", world_er));
     }
@@ -1507,7 +1494,11 @@ fn assert_error_everywhere(job: &Job, np: usize, at: u32, what: &str) {
         let line = out.lines().find(|l| l.starts_with(&want) && l.contains("error at barrier"));
         let line = line.unwrap_or_else(|| panic!("{what}: rank {r} got no error\n{}", job.dump()));
         assert!(line.contains(&format!("error at barrier {at}: class ")), "{what}: {line}\n{}", job.dump());
-        assert!(out.contains(&format!("rank {r}: p2pfault: later barrier on the dup returns an error")), "{what}\n{}", job.dump());
+        assert!(
+            out.contains(&format!("rank {r}: p2pfault: later barrier on the dup returns an error")),
+            "{what}\n{}",
+            job.dump()
+        );
         assert!(out.contains(&format!("rank {r}: p2pfault done")), "{what}\n{}", job.dump());
     }
     assert!(job.stderr().contains("fault injection: point-to-point operation"), "{what}\n{}", job.dump());
@@ -1580,7 +1571,11 @@ fn p2p_failure_on_some_ranks_reaches_those_ranks_and_abort_ends_the_job() {
             assert!(!job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
             let out = job.stdout();
             for r in failing {
-                assert!(out.contains(&format!("rank {r}: p2pfault blocking: error at barrier {at}: class ")), "{what}\n{}", job.dump());
+                assert!(
+                    out.contains(&format!("rank {r}: p2pfault blocking: error at barrier {at}: class ")),
+                    "{what}\n{}",
+                    job.dump()
+                );
             }
         }
     });

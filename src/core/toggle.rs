@@ -96,11 +96,7 @@ pub struct Arrival {
 
 /// Reads the input: the start of an arrival as `rank`.
 pub fn begin(wires: &Wires, rank: usize) -> Arrival {
-    Arrival {
-        target: wires.input.load(Ordering::Acquire) ^ 1,
-        level: 0,
-        idx: rank,
-    }
+    Arrival { target: wires.input.load(Ordering::Acquire) ^ 1, level: 0, idx: rank }
 }
 
 /// One step of an arrival: toggle one wire (ours, or a completed bank's
@@ -181,10 +177,7 @@ mod tests {
     fn last_arrival_fires_sequentially() {
         for n in [1, 2, 3, 63, 64, 65, 130, 4097] {
             let (s, banks, input) = alloc(n);
-            let w = Wires {
-                banks: &banks,
-                input: &input,
-            };
+            let w = Wires { banks: &banks, input: &input };
             for round in 0..3u32 {
                 for r in 0..n {
                     let (t, fired) = arrive(&s, &w, r);

@@ -54,16 +54,7 @@ impl Layout {
         let asleep_at = counters_at + ranks * line;
         let end = asleep_at + ranks * line;
         let page = 4096;
-        Layout {
-            ranks,
-            banks,
-            input,
-            sleepers,
-            banks_at,
-            counters_at,
-            asleep_at,
-            len: end.div_ceil(page) * page,
-        }
+        Layout { ranks, banks, input, sleepers, banks_at, counters_at, asleep_at, len: end.div_ceil(page) * page }
     }
 }
 
@@ -94,14 +85,7 @@ fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
     // SAFETY: a fresh shared mapping of a file we hold open; nothing else
     // in this process aliases it.
     let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
     };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
@@ -126,11 +110,7 @@ impl Segment {
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
         let base = map(&file, layout.len)?;
-        let seg = Segment {
-            base,
-            layout,
-            fd: Some(file.into()),
-        };
+        let seg = Segment { base, layout, fd: Some(file.into()) };
         // SAFETY: the header lies inside the fresh mapping, which no other
         // process knows yet, and is suitably aligned (page start).
         unsafe {
@@ -147,12 +127,7 @@ impl Segment {
     /// What peers need to attach (creator only).
     pub fn offer(&self) -> Option<Offer> {
         let fd = self.fd.as_ref()?;
-        Some(Offer {
-            pid: std::process::id(),
-            fd: fd.as_raw_fd(),
-            len: self.layout.len as u64,
-            token: self.token(),
-        })
+        Some(Offer { pid: std::process::id(), fd: fd.as_raw_fd(), len: self.layout.len as u64, token: self.token() })
     }
 
     /// Maps the segment a peer offered and checks that it is the one meant.
@@ -163,19 +138,12 @@ impl Segment {
             return Err(bad("segment size does not match the communicator size"));
         }
         let path = format!("/proc/{}/fd/{}", offer.pid, offer.fd);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)?;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
         if file.metadata()?.len() != offer.len {
             return Err(bad("segment has an unexpected size"));
         }
         let base = map(&file, layout.len)?;
-        let seg = Segment {
-            base,
-            layout,
-            fd: None,
-        };
+        let seg = Segment { base, layout, fd: None };
         // SAFETY: the header lies at the start of the mapping just made.
         let h = unsafe { base.cast::<Header>().as_ptr().read() };
         if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
@@ -276,10 +244,7 @@ mod tests {
         assert_eq!(b.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 2);
         let shape = toggle::Shape::new(n);
         toggle::arrive(&shape, &b.wires(), 1);
-        assert_eq!(
-            a.wires().banks[0].load(std::sync::atomic::Ordering::SeqCst),
-            0b10
-        );
+        assert_eq!(a.wires().banks[0].load(std::sync::atomic::Ordering::SeqCst), 0b10);
         // Wrong token, wrong size: refused.
         assert!(Segment::attach(&Offer { token: 7, ..offer }, n).is_err());
         assert!(Segment::attach(&offer, n + 1).is_err());
