@@ -1589,7 +1589,7 @@ fn default_build_has_no_fault_injection() {
     let needle = b"HWBARR_FAULT_P2P";
     assert!(!default.windows(needle.len()).any(|w| w == needle), "default build contains the fault switch");
     let path = fault_component_path();
-    let fault = std::fs::read(Path::new(path.rsplit(':').next().unwrap()).join("mca_coll_hwbarr.so")).unwrap();
+    let fault = std::fs::read(Path::new(path.split(':').next().unwrap()).join("mca_coll_hwbarr.so")).unwrap();
     assert!(fault.windows(needle.len()).any(|w| w == needle), "the fault build lacks it");
     let job = p2p_job(3, None, "1", "blocking", "", 20);
     assert!(job.ok(), "{}", job.dump());
