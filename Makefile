@@ -33,7 +33,10 @@ PRIVATE_DIR := $(TARGET_DIR)/components
 # Where `make install` puts the component: the component directory of the
 # Open MPI it was built for when we may write there, else the per-user
 # directory both release lines search (~/.openmpi/components).
-PKGLIBDIR    = $(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
+# (The ompi_info of that Open MPI by path: $(shell) does not see the PATH
+# exported above in make 4.3.)
+OMPI_INFO    := $(if $(OMPI_PREFIX),$(OMPI_PREFIX)/bin/ompi_info,ompi_info)
+PKGLIBDIR    = $(shell $(OMPI_INFO) --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
 COMPONENT_DIR ?= $(shell d="$(PKGLIBDIR)"; if [ -n "$$d" ] && [ -w "$$d" ]; then echo "$$d"; else echo "$(HOME)/.openmpi/components"; fi)
 export HWBARR_TARGET_DIR := $(TARGET_DIR)
 
