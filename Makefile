@@ -40,7 +40,7 @@ PKGLIBDIR    = $(shell $(OMPI_INFO) --path pkglibdir --parsable 2>/dev/null | se
 COMPONENT_DIR ?= $(shell d="$(PKGLIBDIR)"; if [ -n "$$d" ] && [ -w "$$d" ]; then echo "$$d"; else echo "$(HOME)/.openmpi/components"; fi)
 export HWBARR_TARGET_DIR := $(TARGET_DIR)
 
-.PHONY: all build deps install run test soak unit-test mpirun-test lint bench clean
+.PHONY: all build deps install component-dir run test soak unit-test mpirun-test lint bench clean
 
 all: build
 
@@ -53,6 +53,10 @@ build: deps
 
 install: build
 	@scripts/install.sh "$(SO)" "$(COMPONENT_DIR)"
+
+# Where `make install` would put the component (for users and the tests).
+component-dir:
+	@echo "$(COMPONENT_DIR)"
 
 run: build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null

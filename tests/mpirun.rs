@@ -738,6 +738,23 @@ fn fake_nodes_lazy_add_procs_and_async_modex() {
 
 // --- what users see when the selection or the build does not fit ---
 
+/// `make install` targets the component directory of the Open MPI under
+/// test (its own `ompi_info`'s pkglibdir) when it is writable, as for root
+/// here, so that a 4.1 and a 5.0 build never land in one directory.
+#[test]
+fn make_install_targets_the_open_mpi_it_was_built_for() {
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-s", "component-dir"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("make");
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let writable = Command::new("test").args(["-w", pkglib()]).status().map(|s| s.success()).unwrap_or(false);
+    let home = std::env::var("HOME").unwrap_or_default();
+    let want = if writable { pkglib().to_string() } else { format!("{home}/.openmpi/components") };
+    assert_eq!(dir, want, "make component-dir (OMPI_PREFIX={:?})", std::env::var("OMPI_PREFIX").ok());
+}
+
 /// `--mca coll hwbarr` alone: Open MPI cannot start the job (nothing
 /// serves the other collectives), and hwbarr says once what to write.
 #[test]
