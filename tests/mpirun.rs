@@ -1329,6 +1329,11 @@ fn hwbarr_on_some_ranks_only_fails_fast() {
 
 // --- a rank dies while the others wait (issue 12, point 3) ---
 
+/// Wall-clock time in ns since the epoch (the dying rank stamps the same).
+fn now_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
 /// Processes (other than us) whose environment holds `mark`: the job's
 /// mpirun, daemons and ranks all inherit it.
 fn processes_marked(mark: &str) -> Vec<String> {
@@ -1389,8 +1394,35 @@ fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Opti
     }
     let rte_ref: Vec<(&str, &str)> = rte_params.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let before = shm_names();
-    let job = run(launch_rte_cmd(np, &launch, &rte_ref, &all, &env, &["die", "20"], 60), 60);
-    let end = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    // Run the job while watching its ranks: when did the last one go?
+    let (job, ranks_gone) = {
+        let _g = lock();
+        let t0 = std::time::Instant::now();
+        let mut child = launch_rte_cmd(np, &launch, &rte_ref, &all, &env, &["die", "20"], 60)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run mpirun");
+        let mut ranks_gone = None;
+        while child.try_wait().expect("wait").is_none() {
+            if ranks_gone.is_none() && std::path::Path::new(&stamp).exists() {
+                // Ranks run the program itself (mpirun only names it).
+                let is_rank = |p: &String| {
+                    p.split_once(": ")
+                        .and_then(|(_, cmd)| cmd.split(' ').next())
+                        .is_some_and(|c| c.ends_with("barrier_check"))
+                };
+                let ranks = processes_marked(&mark).iter().filter(|p| is_rank(p)).count();
+                if ranks == 0 {
+                    ranks_gone = Some(now_ns());
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().expect("mpirun output");
+        (Job { out, timed_out: t0.elapsed().as_secs() >= 60 }, ranks_gone)
+    };
+    let end = now_ns();
     // Processes of the job may take a moment to be reaped after mpirun.
     let mut left_procs = processes_marked(&mark);
     for _ in 0..30 {
@@ -1404,13 +1436,29 @@ fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Opti
     let left_files = files_under(&sess);
     let left_nodes = files_under(&root);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(!job.timed_out() && !job.ok(), "{what}: must end, and fail\n{}", job.dump());
     let mut lines = text.lines();
     let died: u128 =
         lines.next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("{what}: no stamp\n{}", job.dump()));
+    // hwbarr's part: no rank stays in a barrier once a peer died.
+    let gone = ranks_gone.map(|t| (t.saturating_sub(died)) as f64 / 1e9);
+    assert!(
+        gone.is_some_and(|g| g <= 10.0),
+        "{what}: ranks still alive 10 s after the death ({gone:?})\n{}",
+        job.dump()
+    );
     let secs = (end.saturating_sub(died)) as f64 / 1e9;
-    eprintln!("{what}: mpirun ended {secs:.2} s after the death");
-    assert!(secs <= 10.0, "{what}: ended {secs:.2} s after the death\n{}", job.dump());
+    eprintln!("{what}: ranks gone {:.2} s, mpirun ended {secs:.2} s after the death", gone.unwrap_or(-1.0));
+    // The launcher's part. Open MPI 5.0.10's PRRTE, on fake nodes, at times
+    // never exits after it reported the death although every rank is gone
+    // (reproduced with its own barriers, `--mca coll ^hwbarr`: README,
+    // Limits); there the ranks' end is what is checked.
+    let prrte_teardown = ompi_major() >= 5 && hosts.is_some() && job.timed_out();
+    if prrte_teardown {
+        eprintln!("{what}: mpirun (PRRTE) did not exit after the ranks were gone; known 5.0.10 behaviour");
+    } else {
+        assert!(!job.timed_out() && !job.ok(), "{what}: must end, and fail\n{}", job.dump());
+        assert!(secs <= 10.0, "{what}: ended {secs:.2} s after the death\n{}", job.dump());
+    }
     assert!(!job.stdout().contains("survived"), "{what}\n{}", job.dump());
     assert!(left_procs.is_empty(), "{what}: processes left: {left_procs:?}");
     let job_shm: Vec<&str> = lines.filter(|l| Path::new(l).exists()).collect();
