@@ -1423,6 +1423,9 @@ fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Opti
         (Job { out, timed_out: t0.elapsed().as_secs() >= 60 }, ranks_gone)
     };
     let end = now_ns();
+    // mpirun may end between two looks: then the ranks were gone by its end
+    // (checked below: no process of the job is left).
+    let ranks_gone = ranks_gone.or(Some(end));
     // Processes of the job may take a moment to be reaped after mpirun.
     let mut left_procs = processes_marked(&mark);
     for _ in 0..30 {
