@@ -107,64 +107,69 @@ fn ompi_major() -> u32 {
 /// How this release line spells what the tests ask of the launcher:
 /// Open MPI 4.1's ORTE, or 5.0's PRRTE.
 mod rte {
+    /// `v5` under Open MPI 5.0, `v4` under 4.1.
+    fn by_line<T>(v5: T, v4: T) -> T {
+        if super::ompi_major() >= 5 {
+            v5
+        } else {
+            v4
+        }
+    }
     /// Options that let more ranks than cores run, unbound.
     pub fn oversubscribe() -> &'static [&'static str] {
-        if super::ompi_major() >= 5 {
-            &["--map-by", ":OVERSUBSCRIBE", "--bind-to", "none"]
-        } else {
-            &["--oversubscribe", "--bind-to", "none"]
-        }
+        by_line(&["--map-by", ":OVERSUBSCRIBE", "--bind-to", "none"], &["--oversubscribe", "--bind-to", "none"])
     }
     /// The option that sets a runtime (launcher/daemon) parameter.
     pub fn param_flag() -> &'static str {
-        if super::ompi_major() >= 5 {
-            "--prtemca"
-        } else {
-            "--mca"
-        }
+        by_line("--prtemca", "--mca")
     }
     /// The runtime parameter naming the session directory's parent.
     pub fn tmpdir_param() -> &'static str {
-        if super::ompi_major() >= 5 {
-            "prte_tmpdir_base"
-        } else {
-            "orte_tmpdir_base"
-        }
+        by_line("prte_tmpdir_base", "orte_tmpdir_base")
     }
     /// Launcher parameters that run fake nodes through `agent`: PRRTE
     /// calls its rsh launcher `ssh`, and on 5.0 its out-of-band channel
     /// refuses a loopback-only interface list (it keeps its default).
     pub fn fake_node_params(agent: &str) -> Vec<(&'static str, String)> {
-        if super::ompi_major() >= 5 {
-            vec![("plm_ssh_agent", agent.to_string())]
-        } else {
-            vec![("plm_rsh_agent", agent.to_string()), ("oob_tcp_if_include", "lo".to_string())]
-        }
+        by_line(
+            vec![("plm_ssh_agent", agent.to_string())],
+            vec![("plm_rsh_agent", agent.to_string()), ("oob_tcp_if_include", "lo".to_string())],
+        )
     }
     /// How ompi_info shows value `i` of an MCA enum named `name`.
     pub fn enum_value(i: usize, name: &str) -> String {
-        if super::ompi_major() >= 5 {
-            format!("{i}|{name}")
-        } else {
-            format!("{i}:\"{name}\"")
-        }
+        by_line(format!("{i}|{name}"), format!("{i}:\"{name}\""))
     }
     /// The shared-memory BTL's single-copy (CMA/XPMEM) switch.
     pub fn single_copy_param() -> &'static str {
-        if super::ompi_major() >= 5 {
-            "btl_sm_single_copy_mechanism"
-        } else {
-            "btl_vader_single_copy_mechanism"
-        }
+        by_line("btl_sm_single_copy_mechanism", "btl_vader_single_copy_mechanism")
     }
     /// The shared-memory BTL's name.
     pub fn shm_btl() -> &'static str {
-        if super::ompi_major() >= 5 {
-            "sm"
-        } else {
-            "vader"
-        }
+        by_line("sm", "vader")
     }
+}
+
+/// Parameters by name, owned.
+type Params = Vec<(&'static str, String)>;
+
+/// Borrowed views of owned parameter pairs, as the launchers take them.
+fn pairs<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    v.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// What every fake-node job needs: the launcher parameters that start
+/// daemons through scripts/fakenode-agent, and the MPI parameters (shared
+/// memory and TCP over loopback, yielding: each fake node thinks it owns
+/// both cores).
+fn fake_node_setup() -> (Params, Params) {
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
+    let mca = vec![
+        ("btl", format!("self,{},tcp", rte::shm_btl())),
+        ("btl_tcp_if_include", "lo".to_string()),
+        ("mpi_yield_when_idle", "1".to_string()),
+    ];
+    (rte::fake_node_params(agent.to_str().unwrap()), mca)
 }
 
 /// `mpirun` with extra launcher options (`launch`) before the program.
@@ -618,17 +623,21 @@ fn nonblocking_barriers_leak_nothing() {
 /// runs in its own UTS namespace with its own session directory under a
 /// scratch root that is removed afterwards (and must then hold no files).
 fn fake_nodes(hosts: &str, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str]) -> Job {
+    fake_nodes_job(hosts, &["-x", "HWBARR_BOARD"], mca, env, args)
+}
+
+/// `fake_nodes` with extra launcher options (`launch`).
+fn fake_nodes_job(hosts: &str, launch: &[&str], mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str]) -> Job {
     let root = scratch("fakenodes");
-    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
     let np: usize = hosts.split(',').map(|h| h.rsplit(':').next().unwrap().parse::<usize>().unwrap()).sum();
-    let btl = format!("self,{},tcp", rte::shm_btl());
-    let rte_owned = rte::fake_node_params(agent.to_str().unwrap());
-    let rte: Vec<(&str, &str)> = rte_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let mut all: Vec<(&str, &str)> = vec![("btl", &btl), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1")];
+    let (rte_owned, mca_owned) = fake_node_setup();
+    let mut all = pairs(&mca_owned);
     all.extend_from_slice(mca);
     let mut env2: Vec<(&str, &str)> = vec![("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())];
     env2.extend_from_slice(env);
-    let job = run(launch_rte_cmd(np, &["--host", hosts, "-x", "HWBARR_BOARD"], &rte, &all, &env2, args, 240), 240);
+    let mut launch2 = vec!["--host", hosts];
+    launch2.extend_from_slice(launch);
+    let job = run(launch_rte_cmd(np, &launch2, &pairs(&rte_owned), &all, &env2, args, 240), 240);
     let left = files_under(&root);
     let _ = std::fs::remove_dir_all(&root);
     assert!(left.is_empty(), "fake nodes left files behind: {left:?}\n{}", job.dump());
@@ -1094,25 +1103,9 @@ fn fake_nodes_device_refused() {
 /// As `fake_nodes`, with the ranks' environment given as Open MPI's
 /// `mca_base_env_list` ("A=1;B=2"; it cannot be mixed with `-x`).
 fn fake_nodes_env_list(hosts: &str, env_list: &str, mca: &[(&str, &str)], args: &[&str]) -> Job {
-    let root = scratch("fakenodes");
-    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
-    let np: usize = hosts.split(',').map(|h| h.rsplit(':').next().unwrap().parse::<usize>().unwrap()).sum();
-    let btl = format!("self,{},tcp", rte::shm_btl());
-    let rte_owned = rte::fake_node_params(agent.to_str().unwrap());
-    let rte: Vec<(&str, &str)> = rte_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let mut all: Vec<(&str, &str)> = vec![
-        ("btl", &btl),
-        ("btl_tcp_if_include", "lo"),
-        ("mpi_yield_when_idle", "1"),
-        ("mca_base_env_list", env_list),
-    ];
+    let mut all = vec![("mca_base_env_list", env_list)];
     all.extend_from_slice(mca);
-    let env = [("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())];
-    let job = run(launch_rte_cmd(np, &["--host", hosts], &rte, &all, &env, args, 240), 240);
-    let left = files_under(&root);
-    let _ = std::fs::remove_dir_all(&root);
-    assert!(left.is_empty(), "fake nodes left files behind: {left:?}\n{}", job.dump());
-    job
+    fake_nodes_job(hosts, &[], &all, &[], args)
 }
 
 // --- ranks that disagree (issue 12 B): MPMD launches, settings per context ---
@@ -1248,10 +1241,9 @@ fn agreeing_ranks_print_no_disagreement() {
 #[test]
 fn fake_nodes_disagreeing_inter_and_algorithm() {
     let root = scratch("fakenodes");
-    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
-    let rte_owned = rte::fake_node_params(agent.to_str().unwrap());
-    let rte_params: Vec<(&str, &str)> = rte_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let btl = format!("self,{},tcp", rte::shm_btl());
+    let (rte_owned, mca_owned) = fake_node_setup();
+    let mut mca = pairs(&mca_owned);
+    mca.push(("coll_hwbarr_verbose", "2"));
     let b = board();
     let ctx = |alg: &str, inter: &str, host: &str| {
         vec![
@@ -1264,8 +1256,8 @@ fn fake_nodes_disagreeing_inter_and_algorithm() {
     let job = mpmd(
         &[(2, ctx("toggle", "counter", "nodea:2")), (2, ctx("counter", "dissemination", "nodeb:2"))],
         &[],
-        &rte_params,
-        &[("btl", &btl), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1"), ("coll_hwbarr_verbose", "2")],
+        &pairs(&rte_owned),
+        &mca,
         &[("HWBARR_FAKENODE_ROOT", root.to_str().unwrap()), ("HWBARR_BOARD", b.to_str().unwrap())],
         &["semantics", "200"],
         240,
@@ -1383,16 +1375,17 @@ fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: Opti
     for (k, _) in &env {
         launch.extend(["-x", k]);
     }
-    let mut rte_params: Vec<(&str, String)> = vec![(rte::tmpdir_param(), sess.display().to_string())];
-    let btl = format!("self,{},tcp", rte::shm_btl());
-    let mut all: Vec<(&str, &str)> = mca.to_vec();
+    let mut rte_params: Params = vec![(rte::tmpdir_param(), sess.display().to_string())];
+    let mut fake_mca = vec![];
     if let Some(h) = hosts {
         launch.extend(["--host", h]);
-        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fakenode-agent");
-        rte_params.extend(rte::fake_node_params(agent.to_str().unwrap()));
-        all.extend([("btl", btl.as_str()), ("btl_tcp_if_include", "lo"), ("mpi_yield_when_idle", "1")]);
+        let (r, m) = fake_node_setup();
+        rte_params.extend(r);
+        fake_mca = m;
     }
-    let rte_ref: Vec<(&str, &str)> = rte_params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut all: Vec<(&str, &str)> = mca.to_vec();
+    all.extend(pairs(&fake_mca));
+    let rte_ref = pairs(&rte_params);
     let before = shm_names();
     // Run the job while watching its ranks: when did the last one go?
     let (job, ranks_gone) = {
