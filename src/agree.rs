@@ -35,6 +35,18 @@ pub enum Greeting {
     Stranger,
 }
 
+/// A failure notice: the whole message a rank sends, in place of the next
+/// one a peer expects from it, once hwbarr's exchanges on a communicator
+/// failed there (`Comm::fail`). Its first word never begins a message of
+/// another kind: not a greeting, and no node id or signal is this large.
+pub const FAILED: u64 = (FAILED_MAGIC << 32) | PROTOCOL;
+const FAILED_MAGIC: u64 = 0x4857_4641; // "HWFA"
+
+/// Whether a received message is a failure notice.
+pub fn is_failure(first_word: u64) -> bool {
+    first_word >> 32 == FAILED_MAGIC
+}
+
 pub fn greeting(w: u64) -> Greeting {
     match (w >> 32, w & 0xffff_ffff) {
         (MAGIC, PROTOCOL) => Greeting::Ours,
@@ -125,6 +137,8 @@ mod tests {
         assert_eq!(greeting(hello()), Greeting::Ours);
         assert_eq!(greeting(0), Greeting::Stranger);
         assert_eq!(greeting((MAGIC << 32) | 7), Greeting::Version(7));
+        assert_eq!(greeting(FAILED), Greeting::Stranger);
+        assert!(is_failure(FAILED) && !is_failure(hello()) && !is_failure(0) && !is_failure(u32::MAX as u64));
         assert_eq!(differ(&[(0, "a"), (1, "a")]), None);
         assert_eq!(
             differ(&[(0, "toggle"), (1, "counter"), (2, "toggle")]).unwrap(),

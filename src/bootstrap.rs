@@ -141,10 +141,14 @@ impl<P: P2p> Boot<P> {
                 };
                 b.outcome = Some(created.map_err(|e| format!("cannot create shared memory: {e}")));
             }
+            // Every receive before any send: a failure of ours reaches
+            // each peer in place of the first message it expects from us.
             for &peer in &members[1..] {
-                b.flight.send(&offer, peer)?;
                 let slot = b.flight.recv(ANSWER_WORDS, peer)?;
                 b.answers.push(slot);
+            }
+            for &peer in &members[1..] {
+                b.flight.send(&offer, peer)?;
             }
             b.stage = Stage::Answers;
         } else {
@@ -189,9 +193,11 @@ impl<P: P2p> Boot<P> {
                 self.outcome = Some(attached.map_err(|(_, why)| why));
             }
         }
+        // The verdict's receive before our answer: if it cannot be posted,
+        // rank 0 gets a failure notice instead of an answer.
+        self.verdict_slot = Some(self.flight.recv(VERDICT_WORDS, creator)?);
         let [s0, s1] = self.settings.words();
         self.flight.send(&[agree::hello(), status, s0, s1], creator)?;
-        self.verdict_slot = Some(self.flight.recv(VERDICT_WORDS, creator)?);
         Ok(())
     }
 
@@ -241,8 +247,21 @@ impl<P: P2p> Boot<P> {
 
     /// Advances the exchange without blocking. `Ok(None)`: not finished.
     /// `Ok(Some(..))`: the agreed outcome. `Err`: an MPI error code
-    /// (communication failed, or a peer does not speak this exchange).
+    /// (communication failed, a peer sent a failure notice, or a peer does
+    /// not speak this exchange). Then the caller fails the communicator
+    /// (`Comm::fail`), which tells the peers; the segment's failure word is
+    /// set here, for the members that the verdict already released onto it.
     pub fn poll(&mut self) -> Result<Option<Agreed>, c_int> {
+        let r = self.advance();
+        if r.is_err() {
+            if let Some(Ok(seg)) = &self.outcome {
+                seg.set_failed();
+            }
+        }
+        r
+    }
+
+    fn advance(&mut self) -> Result<Option<Agreed>, c_int> {
         loop {
             if !self.flight.done()? {
                 return Ok(None);

@@ -15,7 +15,7 @@ use crate::core::{counter, toggle};
 use crate::inter::{self, InterAlgorithm};
 use crate::linear;
 use crate::ompi::report::{self, Topic};
-use crate::p2p::{Flight, P2p, ERROR};
+use crate::p2p::{self, Flight, P2p, ERROR};
 use crate::settings::Algorithm;
 use crate::shm::futex::Kernel;
 use crate::shm::segment::Segment;
@@ -188,9 +188,57 @@ impl<P: P2p> Comm<P> {
         Some(self.broken.load(Relaxed)).filter(|&rc| rc != 0)
     }
 
-    /// Records the first error of our own point-to-point exchanges.
+    /// Records the first error of hwbarr's own exchanges on this
+    /// communicator (a failed operation of ours, a peer's failure notice,
+    /// the device's failure word), and tells the ranks that may wait for
+    /// us: the device's failure word for the ranks sharing it, a failure
+    /// notice in place of our next message for the others. Each rank that
+    /// learns does the same, so every rank's barrier on this communicator
+    /// ends with an error, the current one or, for a rank the failed
+    /// exchange had already released, its next one. Later ones fail at once.
     pub fn fail(&self, rc: c_int) {
-        let _ = self.broken.compare_exchange(0, if rc == 0 { ERROR } else { rc }, Relaxed, Relaxed);
+        let rc = if rc == 0 { ERROR } else { rc };
+        if self.broken.compare_exchange(0, rc, Relaxed, Relaxed).is_err() {
+            return;
+        }
+        if let Some(seg) = self.seg.get() {
+            seg.set_failed();
+        }
+        p2p::send_notices(&self.p2p, self.waiting_on_us());
+    }
+
+    /// The ranks that may wait for a message from us on this communicator
+    /// (now, or in their next barrier), and so get a failure notice from
+    /// `fail`. The ranks of our device learn from its failure word.
+    fn waiting_on_us(&self) -> Vec<c_int> {
+        // A gatherer (members[0]) waits for every member; the others for it.
+        let star = |members: &[c_int], me: usize| -> Vec<c_int> {
+            if me == 0 {
+                members[1..].to_vec()
+            } else {
+                members[..1].to_vec()
+            }
+        };
+        if !self.agreed() {
+            // The first exchange is not over: who waits for whom depends on
+            // a layout that some ranks may know and we may not.
+            return (0..self.size).filter(|&q| q != self.rank).collect();
+        }
+        if self.algorithm() == Algorithm::Linear {
+            let all: Vec<c_int> = (0..self.size).collect();
+            return star(&all, self.rank as usize);
+        }
+        if self.unusable() || !self.multi_node {
+            // The component below serves, or the device does.
+            return Vec::new();
+        }
+        let t = self.topo.get().expect("layout known once agreed");
+        let mut peers: Vec<c_int> = if t.is_leader() { t.leaders.iter().copied().filter(|&q| q != self.rank).collect() } else { Vec::new() };
+        if self.seg.get().is_none() && t.local.len() > 1 {
+            // The node's device is being set up, or could not be.
+            peers.extend(star(&t.local, t.me));
+        }
+        peers
     }
 
     pub fn unusable(&self) -> bool {
@@ -214,18 +262,24 @@ impl<P: P2p> Comm<P> {
         self.served.load(Relaxed)
     }
 
+    /// Passes `r` on, failing the communicator (`fail`) if it is an error.
+    fn failing<T>(&self, r: Result<T, c_int>) -> Result<T, c_int> {
+        r.inspect_err(|&rc| self.fail(rc))
+    }
+
     /// hwbarr's linear barrier over the whole communicator.
     pub fn linear_barrier(&self) -> Result<(), c_int> {
-        linear::barrier(&self.p2p, self.rank, self.size)?;
+        self.failing(linear::barrier(&self.p2p, self.rank, self.size))?;
         self.count_served();
         Ok(())
     }
 
     /// The barrier on a ready device, one node: enter and wait.
-    pub fn device_barrier(&self, seg: &Segment) {
+    pub fn device_barrier(&self, seg: &Segment) -> Result<(), c_int> {
         let t = self.arrive(seg);
-        self.wait(seg, t);
+        self.wait(seg, t)?;
         self.count_served();
+        Ok(())
     }
 
     /// Enters a barrier on the device, waking the sleepers our arrival
@@ -248,21 +302,29 @@ impl<P: P2p> Comm<P> {
         }
     }
 
-    pub fn released(&self, seg: &Segment, t: Ticket) -> bool {
-        match t {
+    /// Whether `t` is released; an error (and the communicator failed) if
+    /// it is not and some rank marked the device failed: that rank may
+    /// never arrive.
+    pub fn released(&self, seg: &Segment, t: Ticket) -> Result<bool, c_int> {
+        let done = match t {
             Ticket::Counter => counter::is_released(seg.counters(), self.topo.get().expect("topology").me),
             Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
+        };
+        if !done && seg.failed() {
+            self.fail(ERROR);
+            return Err(ERROR);
         }
+        Ok(done)
     }
 
-    /// Waits by the policy until `t` is released.
-    fn wait(&self, seg: &Segment, t: Ticket) {
+    /// Waits by the policy until `t` is released (or the device failed).
+    fn wait(&self, seg: &Segment, t: Ticket) -> Result<(), c_int> {
         let me = self.topo.get().expect("topology").me;
         let sleep = || match t {
             Ticket::Counter => sleep::counter_sleep(&FUTEX, &seg.counters()[me], &seg.asleep()[me]),
             Ticket::Toggle(target) => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
         };
-        wait::wait_until(self.opts.policy, || self.released(seg, t), || self.p2p.progress(), sleep);
+        wait::try_wait_until(self.opts.policy, || self.released(seg, t), || self.p2p.progress(), sleep)
     }
 
     /// Multi-node, first barrier: the layout is known, and rank 0's
@@ -330,12 +392,13 @@ impl<P: P2p> Comm<P> {
     /// Node-local barrier (all local ranks arrived), the leaders' inter-node
     /// barrier, then a node-local barrier that releases the node's ranks.
     pub fn hier_barrier(&self, t: &Topo) -> Result<(), c_int> {
-        self.local_phase(t)?;
+        self.failing(self.local_phase(t))?;
         if t.is_leader() && t.leaders.len() > 1 {
             let mut f = Flight::new(self.p2p.clone());
-            inter::barrier(&mut f, &t.leaders, t.node, *self.inter.get().expect("inter algorithm"))?;
+            let alg = *self.inter.get().expect("inter algorithm");
+            self.failing(inter::barrier(&mut f, &t.leaders, t.node, alg))?;
         }
-        self.local_phase(t)
+        self.failing(self.local_phase(t))
     }
 
     fn local_phase(&self, t: &Topo) -> Result<(), c_int> {
@@ -345,8 +408,7 @@ impl<P: P2p> Comm<P> {
         match self.seg.get() {
             Some(seg) => {
                 let ticket = self.arrive(seg);
-                self.wait(seg, ticket);
-                Ok(())
+                self.wait(seg, ticket)
             }
             None => linear::barrier_among(&self.p2p, &t.local, t.me),
         }

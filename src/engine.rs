@@ -84,6 +84,10 @@ impl Server {
     /// MPI_Barrier on this communicator.
     pub fn barrier(&self) -> c_int {
         let c = &self.comm;
+        if let Some(rc) = c.broken() {
+            // hwbarr's exchanges failed here: every later barrier fails.
+            return rc;
+        }
         if !c.on_device() {
             if !c.agreed() {
                 // The first exchange (every rank takes part), then linear.
@@ -95,9 +99,6 @@ impl Server {
             return self.fallback_barrier();
         }
         if c.is_multi_node() {
-            if let Some(rc) = c.broken() {
-                return rc;
-            }
             return match c.topo() {
                 // Direct path: layout known and nothing queued before us.
                 Some(t) if !self.queued.load(Acquire) => match c.hier_barrier(t) {
@@ -105,10 +106,7 @@ impl Server {
                         c.count_served();
                         ffi::SUCCESS
                     }
-                    Err(rc) => {
-                        c.fail(rc);
-                        rc
-                    }
+                    Err(rc) => rc,
                 },
                 // First barrier (finds the layout) or behind queued ones.
                 _ => blocking(self),
@@ -116,10 +114,7 @@ impl Server {
         }
         match c.segment() {
             // Fast path: device ready and nothing queued before us.
-            Some(seg) if !self.queued.load(Acquire) => {
-                c.device_barrier(seg);
-                ffi::SUCCESS
-            }
+            Some(seg) if !self.queued.load(Acquire) => code(c.device_barrier(seg)),
             // First barrier (sets the device up) or behind queued ones.
             _ => blocking(self),
         }
@@ -284,7 +279,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
             });
         }
         let done = match e.head.as_mut().expect("entered") {
-            Entered::Device(t) => Ok(c.released(c.segment().expect("device"), *t)),
+            Entered::Device(t) => c.released(c.segment().expect("device"), *t),
             Entered::Boot(b) => match b.poll() {
                 Ok(None) => Ok(false),
                 Ok(Some(outcome)) => {
@@ -308,9 +303,9 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
             Ok(false) => break,
             Ok(true) => finish(st, e, ffi::SUCCESS, rel),
             Err(rc) => {
-                // Our own point-to-point exchanges failed: peers may be out
-                // of step with us from here on.
-                if matches!(e.head, Some(Entered::Boot(_) | Entered::Hier(_))) {
+                // Our own exchanges failed (or a peer's did, and told us):
+                // peers may be out of step with us from here on.
+                if !matches!(e.head, Some(Entered::Chained(_))) {
                     c.fail(rc);
                 }
                 finish(st, e, rc, rel)

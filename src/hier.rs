@@ -153,15 +153,17 @@ fn local<P: P2p>(st: &Comm<P>, t: &Topo) -> Result<Local<P>, c_int> {
         }
         Ok(Local::Linear { flight, released: false })
     } else {
-        flight.send(&[], t.local[0])?;
+        // The release's receive first: once our arrival is out, a failure
+        // of ours could no longer reach the leader as a notice in its place.
         flight.signal_from(t.local[0])?;
+        flight.send(&[], t.local[0])?;
         Ok(Local::Linear { flight, released: true })
     }
 }
 
 fn local_done<P: P2p>(st: &Comm<P>, t: &Topo, l: &mut Local<P>) -> Result<bool, c_int> {
     match l {
-        Local::Device(ticket) => Ok(st.released(st.segment().expect("device"), *ticket)),
+        Local::Device(ticket) => st.released(st.segment().expect("device"), *ticket),
         Local::Linear { flight, released } => {
             if !flight.done()? {
                 return Ok(false);

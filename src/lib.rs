@@ -37,4 +37,6 @@ not_under_loom! {
     mod ompi;
     mod p2p;
     mod topo;
+    #[cfg(test)]
+    mod failure_tests;
 }

@@ -4,16 +4,16 @@
 
 use std::ffi::c_int;
 
-use crate::p2p::{P2p, ANY_SOURCE};
+use crate::p2p::{recv_signal, P2p, ANY_SOURCE};
 
 /// The linear barrier on `p2p`'s communicator as `rank` of `size`.
 pub fn barrier(p2p: &impl P2p, rank: c_int, size: c_int) -> Result<(), c_int> {
     if rank > 0 {
         p2p.send(&[], 0)?;
-        return p2p.recv(&mut [], 0);
+        return recv_signal(p2p, 0);
     }
     for _ in 1..size {
-        p2p.recv(&mut [], ANY_SOURCE)?;
+        recv_signal(p2p, ANY_SOURCE)?;
     }
     for q in 1..size {
         p2p.send(&[], q)?;
@@ -27,10 +27,10 @@ pub fn barrier(p2p: &impl P2p, rank: c_int, size: c_int) -> Result<(), c_int> {
 pub fn barrier_among(p2p: &impl P2p, members: &[c_int], me: usize) -> Result<(), c_int> {
     if me > 0 {
         p2p.send(&[], members[0])?;
-        return p2p.recv(&mut [], members[0]);
+        return recv_signal(p2p, members[0]);
     }
     for &q in &members[1..] {
-        p2p.recv(&mut [], q)?;
+        recv_signal(p2p, q)?;
     }
     for &q in &members[1..] {
         p2p.send(&[], q)?;

@@ -142,8 +142,10 @@ impl<P: P2p> Exchange<P> {
                 x.slots.push(slot);
             }
         } else {
-            x.flight.send(&mine, 0)?;
+            // The answer's receive first: if it cannot be posted, rank 0
+            // gets a failure notice instead of our first message.
             x.answer = Some(x.flight.recv(n + TAIL_WORDS, 0)?);
+            x.flight.send(&mine, 0)?;
         }
         Ok(x)
     }

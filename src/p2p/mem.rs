@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
 use super::{P2p, ANY_SOURCE};
@@ -39,15 +40,32 @@ pub struct Mem {
     net: Arc<Mutex<Net>>,
     rank: c_int,
     host: String,
+    fault: Arc<Fault>,
+}
+
+/// Fault injection, as the component's test build does it: this rank's
+/// `fail_at`-th operation (1-based; 0: none) fails and posts nothing.
+#[derive(Default)]
+struct Fault {
+    fail_at: u64,
+    ops: AtomicU64,
 }
 
 /// A network whose rank r runs on node `hosts[r]`.
 pub fn network(hosts: &[&str]) -> Vec<Mem> {
+    failing(hosts, -1, 0)
+}
+
+/// As `network`, with `rank`'s `n`-th operation failing (`ops` counts them).
+pub fn failing(hosts: &[&str], rank: c_int, n: u64) -> Vec<Mem> {
     let net = Arc::new(Mutex::new(Net::default()));
     hosts
         .iter()
         .enumerate()
-        .map(|(r, h)| Mem { net: net.clone(), rank: r as c_int, host: h.to_string() })
+        .map(|(r, h)| {
+            let fail_at = if r as c_int == rank { n } else { 0 };
+            Mem { net: net.clone(), rank: r as c_int, host: h.to_string(), fault: Arc::new(Fault { fail_at, ops: AtomicU64::new(0) }) }
+        })
         .collect()
 }
 
@@ -64,12 +82,30 @@ impl Mem {
     fn net(&self) -> std::sync::MutexGuard<'_, Net> {
         self.net.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Operations this rank started (sends and receives, failed ones too).
+    pub fn ops(&self) -> u64 {
+        self.fault.ops.load(SeqCst)
+    }
+
+    /// Counts an operation: an error if it is the one to fail.
+    fn count(&self) -> Result<(), c_int> {
+        let k = self.fault.ops.fetch_add(1, SeqCst) + 1;
+        if k == self.fault.fail_at {
+            return Err(INJECTED);
+        }
+        Ok(())
+    }
 }
+
+/// The error an injected fault returns.
+pub const INJECTED: c_int = -99;
 
 impl P2p for Mem {
     type Op = Op;
 
     fn isend(&self, data: Box<[u64]>, dst: c_int) -> Result<Op, c_int> {
+        self.count()?;
         let mut net = self.net();
         let posted = net.posted.entry(dst).or_default();
         match posted.iter().position(|&(src, _, _)| src == self.rank || src == ANY_SOURCE) {
@@ -83,6 +119,7 @@ impl P2p for Mem {
     }
 
     fn irecv(&self, words: usize, src: c_int) -> Result<Op, c_int> {
+        self.count()?;
         let mut net = self.net();
         let id = net.next_id;
         net.next_id += 1;

@@ -8,6 +8,11 @@
 //! buffer until it completes: no safe function here depends on its caller
 //! keeping memory alive. `Flight` is the set of operations a protocol step
 //! has in flight.
+//!
+//! Every receive has room for at least one word, so that a failure notice
+//! (`agree::FAILED`, sent by `Comm::fail` in place of the next message a
+//! peer expects) is told apart from a zero-byte signal: a receive that gets
+//! one fails like a failed operation.
 
 use std::ffi::c_int;
 
@@ -55,6 +60,27 @@ pub trait P2p: Clone {
     fn name(&self) -> String;
 }
 
+/// Receives a signal (a zero-byte message) from `src`, blocking: an error
+/// if it is a failure notice.
+pub fn recv_signal(p2p: &impl P2p, src: c_int) -> Result<(), c_int> {
+    let mut w = [0u64];
+    p2p.recv(&mut w, src)?;
+    if crate::agree::is_failure(w[0]) {
+        return Err(ERROR);
+    }
+    Ok(())
+}
+
+/// Sends a failure notice to each of `peers`, without waiting: a peer may
+/// never receive it (it had nothing more to expect from us), and the send
+/// completes as progress turns. Best effort: an error is ignored, since
+/// the caller is already failing.
+pub fn send_notices(p2p: &impl P2p, peers: impl IntoIterator<Item = c_int>) {
+    for q in peers {
+        let _ = p2p.isend(Box::new([crate::agree::FAILED]), q);
+    }
+}
+
 /// Where a receive's data will be found once its `Flight` is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot(usize);
@@ -89,9 +115,10 @@ impl<P: P2p> Flight<P> {
         Ok(Slot(slot))
     }
 
-    /// Starts receiving a zero-word message (a signal) from `src`.
+    /// Starts receiving a zero-word message (a signal) from `src`, with
+    /// room for a failure notice.
     pub fn signal_from(&mut self, src: c_int) -> Result<(), c_int> {
-        let op = self.p2p.irecv(0, src)?;
+        let op = self.p2p.irecv(1, src)?;
         self.ops.push((None, op));
         Ok(())
     }
@@ -102,6 +129,10 @@ impl<P: P2p> Flight<P> {
         let (p2p, got) = (&self.p2p, &mut self.got);
         self.ops.retain_mut(|(slot, op)| match p2p.test(op) {
             Ok(None) => true,
+            Ok(Some(buf)) if buf.first().is_some_and(|&w| crate::agree::is_failure(w)) => {
+                first_err.get_or_insert(ERROR);
+                false
+            }
             Ok(Some(buf)) => {
                 if let Some(s) = slot {
                     got[*s] = Some(buf);

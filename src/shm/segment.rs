@@ -21,7 +21,8 @@ use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Line};
 const MAGIC: u64 = u64::from_le_bytes(*b"HWBARR01");
 
 /// First line of the segment: what the creator put there, checked by
-/// every rank that attaches.
+/// every rank that attaches. The line's second half holds the failure word
+/// (`FAILED_AT`).
 #[repr(C)]
 struct Header {
     magic: u64,
@@ -29,6 +30,11 @@ struct Header {
     ranks: u64,
     len: u64,
 }
+
+/// Where the failure word lies: in the header's line, which is written
+/// once, so waiters that read it while they poll share it without traffic.
+const FAILED_AT: usize = 64;
+const _: () = assert!(std::mem::size_of::<Header>() <= FAILED_AT);
 
 /// Byte offsets of the regions inside a segment for `n` ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,6 +209,24 @@ impl Segment {
         unsafe { self.slice::<Line<AtomicU32>>(self.layout.asleep_at, self.layout.ranks) }
     }
 
+    /// Marks the communicator's barriers failed for every rank mapping the
+    /// segment (`Comm::fail`): their waits end with an error. A sleeper
+    /// notices within a sleep slice.
+    pub fn set_failed(&self) {
+        self.failed_word().store(1, crate::sync::Ordering::Release);
+    }
+
+    /// Whether some rank marked the barriers failed.
+    pub fn failed(&self) -> bool {
+        self.failed_word().load(crate::sync::Ordering::Acquire) != 0
+    }
+
+    fn failed_word(&self) -> &AtomicU32 {
+        // SAFETY: FAILED_AT lies in the first line, past the header, inside
+        // the mapping, 4-byte aligned; zero-initialised like every word.
+        unsafe { &self.slice::<AtomicU32>(FAILED_AT, 1)[0] }
+    }
+
     /// The DMA-counter barrier's counters, one per rank.
     pub fn counters(&self) -> &[Line<AtomicI32>] {
         let l = &self.layout;
@@ -252,6 +276,11 @@ mod tests {
         assert!(Segment::attach(&offer, n).is_err(), "fd closed after seal");
         // b still works after the creator's fd is gone.
         counter::arrive(b.counters(), 1);
+        assert_eq!(a.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The failure word is shared too, and apart from everything else.
+        assert!(!a.failed() && !b.failed());
+        b.set_failed();
+        assert!(a.failed());
         assert_eq!(a.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

@@ -1,0 +1,165 @@
+//! Every point-to-point operation of every rank, made to fail in turn
+//! (`mem::failing`), on one node and across nodes, with blocking and
+//! non-blocking barriers: every rank's barriers on the communicator end
+//! with an error (the failing one's where its operation failed, the others'
+//! there or at their next), none hangs, and no rank completes a barrier
+//! that some rank has not entered. The component's own fault-injection
+//! build runs a sample of these cases under mpirun (tests/mpirun.rs).
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use crate::bootstrap::Boot;
+use crate::comm::{Comm, Options};
+use crate::hier::HierOp;
+use crate::inter::InterAlgorithm;
+use crate::p2p::mem::{self, Mem};
+use crate::p2p::P2p;
+use crate::settings::{Algorithm, Idle};
+use crate::wait::WaitPolicy;
+
+/// Barriers each rank runs; faults are injected in the first `BARRIERS - 1`
+/// so that a rank the failed barrier released still has one more to learn.
+const BARRIERS: u32 = 5;
+
+/// Polls a non-blocking step to its end, failing the communicator on error
+/// (as the engine does).
+fn drive<T>(c: &Comm<Mem>, mut step: impl FnMut() -> Result<Option<T>, c_int>) -> Result<T, c_int> {
+    loop {
+        match step() {
+            Ok(Some(t)) => return Ok(t),
+            Ok(None) => std::thread::yield_now(),
+            Err(rc) => {
+                c.fail(rc);
+                return Err(rc);
+            }
+        }
+    }
+}
+
+/// Barrier `k` on `c` as the component runs it: the first one is the
+/// exchange; after it, odd barriers are non-blocking (polled), even ones
+/// take the blocking path.
+fn barrier(c: &Comm<Mem>, k: u32) -> Result<(), c_int> {
+    if let Some(rc) = c.broken() {
+        return Err(rc);
+    }
+    let blocking = k.is_multiple_of(2);
+    if c.agreed() && c.algorithm() == Algorithm::Linear {
+        return c.linear_barrier();
+    }
+    if c.is_multi_node() {
+        if let (Some(t), true) = (c.topo(), blocking) {
+            let t = t.clone();
+            return c.hier_barrier(&t);
+        }
+        let mut op = HierOp::start(c).inspect_err(|&rc| c.fail(rc))?;
+        return drive(c, || Ok(op.poll(c)?.then_some(())));
+    }
+    match c.segment() {
+        None => {
+            let t = c.topo().expect("one node").clone();
+            let mut b = Boot::start(c.p2p().clone(), &t.local, t.me, c.settings()).inspect_err(|&rc| c.fail(rc))?;
+            let agreed = drive(c, || b.poll())?;
+            c.device_ready(agreed);
+            Ok(())
+        }
+        Some(seg) if blocking => c.device_barrier(seg),
+        Some(seg) => {
+            let ticket = c.arrive(seg);
+            drive(c, || Ok(c.released(seg, ticket)?.then_some(())))
+        }
+    }
+}
+
+/// What one rank saw: the barrier that failed (if any), and its operation
+/// count after each barrier it completed.
+#[derive(Debug, Clone)]
+struct Seen {
+    failed_at: Option<u32>,
+    ops_after: Vec<u64>,
+}
+
+/// Runs `BARRIERS` barriers on every rank of `eps`; each rank stops at its
+/// first error, and then checks that the next barrier fails at once.
+/// Panics if the ranks do not all finish within 20 s (a hang).
+fn run(eps: Vec<Mem>, algorithm: Algorithm, inter: InterAlgorithm) -> Vec<Seen> {
+    let n = eps.len();
+    let multi = eps.iter().map(|e| e.host()).collect::<std::collections::HashSet<_>>().len() > 1;
+    let entered = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let seen = mem::run(eps, move |ep| {
+            let r = ep.rank();
+            let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
+            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy };
+            let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
+            let mut seen = Seen { failed_at: None, ops_after: Vec::new() };
+            for k in 1..=BARRIERS {
+                entered.fetch_add(1, SeqCst);
+                if barrier(&c, k).is_err() {
+                    seen.failed_at = Some(k);
+                    assert!(barrier(&c, k + 1).is_err(), "rank {r}: a barrier after the failed one succeeded");
+                    break;
+                }
+                let k = k as usize;
+                assert!(entered.load(SeqCst) >= n * k, "rank {r} completed barrier {k} before every rank entered it");
+                seen.ops_after.push(ep.ops());
+            }
+            seen
+        });
+        let _ = tx.send(seen);
+    });
+    rx.recv_timeout(Duration::from_secs(20)).expect("ranks hang after a failure")
+}
+
+/// For every rank and every operation it starts in the first
+/// `BARRIERS - 1` barriers: that operation fails, and every rank gets an
+/// error at the failing rank's barrier or the one after.
+fn every_operation_fails_in_turn(hosts: &[&str], algorithm: Algorithm, inter: InterAlgorithm) {
+    let clean = run(mem::network(hosts), algorithm, inter);
+    assert!(clean.iter().all(|s| s.failed_at.is_none()), "{hosts:?}: clean run failed: {clean:?}");
+    let mut cases = 0;
+    for (r, s) in clean.iter().enumerate() {
+        for op in 1..=s.ops_after[BARRIERS as usize - 2] {
+            let seen = run(mem::failing(hosts, r as c_int, op), algorithm, inter);
+            let what = format!("{hosts:?} {algorithm} {inter}: rank {r}'s operation {op} fails: {seen:?}");
+            let at = seen[r].failed_at.unwrap_or_else(|| panic!("{what}: the failing rank saw no error"));
+            // The barrier the operation belongs to, from the clean run.
+            let want = 1 + s.ops_after.iter().filter(|&&ops| ops < op).count() as u32;
+            assert_eq!(at, want, "{what}: the failing rank's error came at another barrier");
+            for (q, sq) in seen.iter().enumerate() {
+                let e = sq.failed_at.unwrap_or_else(|| panic!("{what}: rank {q} saw no error"));
+                assert!(e == at || e == at + 1, "{what}: rank {q} learnt at barrier {e}");
+            }
+            cases += 1;
+        }
+    }
+    assert!(cases >= hosts.len(), "{hosts:?}: only {cases} cases");
+}
+
+#[test]
+fn one_node_device() {
+    every_operation_fails_in_turn(&["a", "a", "a"], Algorithm::Counter, InterAlgorithm::Counter);
+    every_operation_fails_in_turn(&["a", "a"], Algorithm::Toggle, InterAlgorithm::Counter);
+}
+
+#[test]
+fn one_node_linear() {
+    every_operation_fails_in_turn(&["a", "a", "a"], Algorithm::Linear, InterAlgorithm::Counter);
+}
+
+#[test]
+fn two_nodes_of_two() {
+    every_operation_fails_in_turn(&["a", "a", "b", "b"], Algorithm::Counter, InterAlgorithm::Counter);
+    every_operation_fails_in_turn(&["a", "b", "a", "b"], Algorithm::Toggle, InterAlgorithm::Dissemination);
+}
+
+#[test]
+fn uneven_nodes_and_leaders_only() {
+    every_operation_fails_in_turn(&["a", "b", "b", "c"], Algorithm::Counter, InterAlgorithm::Counter);
+    every_operation_fails_in_turn(&["a", "b", "c", "d"], Algorithm::Toggle, InterAlgorithm::Dissemination);
+    every_operation_fails_in_turn(&["a", "b", "c"], Algorithm::Linear, InterAlgorithm::Dissemination);
+}
