@@ -240,7 +240,20 @@ impl<P: P2p> Boot<P> {
         self.outcome = Some(verdict);
         for q in 1..self.members.len() {
             let peer = self.members[q];
-            self.flight.send(&self.verdict, peer)?;
+            if let Err(rc) = self.flight.send(&self.verdict, peer) {
+                if self.verdict[1] != VERDICT_FALLBACK {
+                    return Err(rc);
+                }
+                // The members told so far run the component below from now
+                // on and would never learn of a failure (the device's word
+                // and hwbarr's notices do not reach them there): send the
+                // verdict again, so that every member falls back.
+                report::verbose(0, &format!(
+                    "sending the fallback verdict of the device exchange to rank {peer} failed (error {rc}); \
+                     sending it again"
+                ));
+                self.flight.send(&self.verdict, peer)?;
+            }
         }
         Ok(())
     }

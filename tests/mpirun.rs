@@ -1675,6 +1675,40 @@ fn p2p_failure_on_one_rank_reaches_every_rank() {
     });
 }
 
+/// The device refused on every rank, so the device exchange decides to
+/// fall back, and rank 0's send of that verdict to one member fails: the
+/// members already told run the component below from then on, where no
+/// failure notice reaches them, so rank 0 sends the verdict again and every
+/// rank falls back without an error (rank 0 says so).
+#[test]
+fn p2p_failure_of_a_fallback_verdict_sends_it_again() {
+    with_component_path(fault_component_path(), || {
+        for (spec, kind) in [("0:5", "blocking"), ("0:6", "nonblocking"), ("0:5", "persistent")] {
+            let preload = format!("LD_PRELOAD={}", fault_preload().display());
+            let launch = ["-x", &preload, "-x", "HWBARR_FAULT", "-x", "HWBARR_FAULT_P2P", "-x", "HWBARR_KIND"];
+            let env = [("HWBARR_FAULT", "memfd"), ("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind)];
+            let job = run(launch_cmd(3, &launch, &[], &env, &["p2pfault", "20"], 60), 60);
+            let what = format!("{spec} {kind}");
+            assert!(job.ok(), "{what}\n{}", job.dump());
+            let out = job.stdout();
+            assert_eq!(
+                out.matches(&format!("p2pfault {kind}: no error in 20 barriers")).count(),
+                3,
+                "{what}\n{}",
+                job.dump()
+            );
+            let err = job.stderr();
+            assert_eq!(
+                err.matches("fallback verdict of the device exchange to rank").count(),
+                1,
+                "{what}\n{}",
+                job.dump()
+            );
+            assert!(err.contains("no shared-memory device"), "{what}\n{}", job.dump());
+        }
+    });
+}
+
 /// An application that aborts on the error ends the job (rank 2 learns of
 /// the failure of rank 0's verdict only at its next barrier).
 #[test]
