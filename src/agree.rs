@@ -21,9 +21,26 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 pub const PROTOCOL: u64 = 1;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
+/// This rank's protocol version: `PROTOCOL`; in unit tests, where threads
+/// are ranks, a thread may speak another (`TEST_PROTOCOL`), so that ranks
+/// that differ can be tested before a second version exists.
+pub fn protocol() -> u64 {
+    #[cfg(test)]
+    if let Some(v) = TEST_PROTOCOL.with(std::cell::Cell::get) {
+        return v;
+    }
+    PROTOCOL
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: this thread's protocol version instead of `PROTOCOL`.
+    pub static TEST_PROTOCOL: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 /// The first word of every first-exchange message.
 pub fn hello() -> u64 {
-    (MAGIC << 32) | PROTOCOL
+    (MAGIC << 32) | protocol()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +66,7 @@ pub fn is_failure(first_word: u64) -> bool {
 
 pub fn greeting(w: u64) -> Greeting {
     match (w >> 32, w & 0xffff_ffff) {
-        (MAGIC, PROTOCOL) => Greeting::Ours,
+        (MAGIC, v) if v == protocol() => Greeting::Ours,
         (MAGIC, v) => Greeting::Version(v),
         _ => Greeting::Stranger,
     }

@@ -173,7 +173,7 @@ impl<P: P2p> Boot<P> {
                 self.outcome = Some(Err(format!(
                     "rank {creator} runs hwbarr protocol {v}, rank {} protocol {}",
                     self.members[self.me],
-                    agree::PROTOCOL
+                    agree::protocol()
                 )));
             }
             Greeting::Ours => {
@@ -214,7 +214,7 @@ impl<P: P2p> Boot<P> {
                     return Err(ERROR);
                 }
                 Greeting::Version(v) => {
-                    verdict = Err(format!("rank {peer} runs hwbarr protocol {v}, rank 0 protocol {}", agree::PROTOCOL));
+                    verdict = Err(format!("rank {peer} runs hwbarr protocol {v}, rank 0 protocol {}", agree::protocol()));
                     continue;
                 }
                 Greeting::Ours => {}
@@ -329,10 +329,19 @@ mod tests {
     /// Runs the exchange among `algs.len()` ranks (rank r asking for
     /// `algs[r]`) to its end on every rank.
     fn exchange(algs: &[Algorithm]) -> Vec<Agreed> {
+        exchange_versions(algs, None)
+    }
+
+    /// As `exchange`, with rank `other.0` speaking protocol `other.1`.
+    fn exchange_versions(algs: &[Algorithm], other: Option<(usize, u64)>) -> Vec<Agreed> {
         let n = algs.len();
         let algs = algs.to_vec();
         mem::run(mem::network(&vec!["a"; n]), move |ep| {
             let me = ep.rank() as usize;
+            if let Some((r, v)) = other.filter(|&(r, _)| r == me) {
+                agree::TEST_PROTOCOL.with(|p| p.set(Some(v)));
+                assert_eq!(agree::protocol(), v, "rank {r}");
+            }
             let members: Vec<c_int> = (0..n as c_int).collect();
             let mut b = Boot::start(ep, &members, me, Settings { algorithm: algs[me], inter: None }).unwrap();
             loop {
@@ -365,6 +374,21 @@ mod tests {
         }
         assert!(segs.iter().enumerate().all(|(r, s)| counter::is_released(s.counters(), r)));
         assert_eq!(segs[3].counters()[0].load(SeqCst), 0);
+    }
+
+    /// A rank with another protocol version, rank 0 or a peer: every rank
+    /// falls back, and rank 0 (which speaks for the communicator) says why.
+    #[test]
+    fn another_protocol_version_makes_every_rank_fall_back() {
+        for odd in [0, 2] {
+            let out = exchange_versions(&[Algorithm::Counter; 3], Some((odd, 2)));
+            for (r, a) in out.iter().enumerate() {
+                match &a.verdict {
+                    Verdict::NoDevice(why) => assert!(r > 0 || why.contains("protocol"), "rank {r}: {why}"),
+                    _ => panic!("rank {r} did not fall back (protocol 2 on rank {odd})"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl<P: P2p> Exchange<P> {
                     return Err(ERROR);
                 }
                 Greeting::Version(v) if self.fallback.is_none() => {
-                    self.fallback = Some(format!("rank {q} runs hwbarr protocol {v}, rank 0 protocol {}", agree::PROTOCOL));
+                    self.fallback = Some(format!("rank {q} runs hwbarr protocol {v}, rank 0 protocol {}", agree::protocol()));
                 }
                 _ => {}
             }
@@ -314,5 +314,32 @@ mod exchange_tests {
         }
         assert_eq!((out[3].0.local.clone(), out[3].0.leaders.clone(), out[3].0.node), (vec![1, 3], vec![0, 1], 1));
         assert!(out[0].1.disagreement.as_ref().unwrap().contains("dissemination on rank 2"));
+    }
+
+    /// A rank with another protocol version (rank 0 or another): every rank
+    /// learns the layout and falls back.
+    #[test]
+    fn another_protocol_version_makes_every_rank_fall_back() {
+        for odd in [0, 3] {
+            let out = mem::run(mem::network(&["a", "b", "a", "b"]), move |ep| {
+                let r = ep.rank();
+                if r == odd {
+                    agree::TEST_PROTOCOL.with(|p| p.set(Some(2)));
+                }
+                let s = Settings { algorithm: Algorithm::Counter, inter: None };
+                let mut x = Exchange::start(ep, r, 4, s).unwrap();
+                loop {
+                    if let Some(done) = x.poll().unwrap() {
+                        return done;
+                    }
+                    std::thread::yield_now();
+                }
+            });
+            for (r, (t, a)) in out.iter().enumerate() {
+                assert_eq!(t, &Topo::from_nodes(&[0, 1, 0, 1], r as c_int));
+                let why = a.fallback.as_deref().unwrap_or_else(|| panic!("rank {r} did not fall back (odd {odd})"));
+                assert!(why.contains("protocol"), "rank {r}: {why}");
+            }
+        }
     }
 }
