@@ -6,6 +6,7 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/group/group.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/mca/coll/base/coll_tags.h"
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
 #include "opal/class/opal_object.h"
@@ -203,6 +204,34 @@ int hwb_pml_irecv(void *buf, size_t len, int src, int tag, ompi_communicator_t *
                   ompi_request_t **req)
 {
     return MCA_PML_CALL(irecv(buf, len, MPI_BYTE, src, tag, comm, req));
+}
+
+int hwb_pml_iprobe(int tag, ompi_communicator_t *comm, int *src, size_t *bytes)
+{
+    int matched = 0;
+    ompi_status_public_t st;
+    if (OMPI_SUCCESS != MCA_PML_CALL(iprobe(MPI_ANY_SOURCE, tag, comm, &matched, &st)) || !matched) {
+        return 0;
+    }
+    *src = st.MPI_SOURCE;
+    *bytes = st._ucount;
+    return 1;
+}
+
+/* The same bookkeeping as Open MPI's ompi_coll_base_nbc_reserve_tags (a
+ * static inline whose header does not compile outside Open MPI's tree):
+ * the communicator's next non-blocking collective tag, wrapping at the end
+ * of their range. */
+int hwb_nbc_reserve_tag(ompi_communicator_t *comm)
+{
+    int32_t tag, old;
+    do {
+        tag = old = comm->c_nbc_tag;
+        if (tag - 1 < MCA_COLL_BASE_TAG_NONBLOCKING_END) {
+            tag = MCA_COLL_BASE_TAG_NONBLOCKING_BASE;
+        }
+    } while (!OPAL_ATOMIC_COMPARE_EXCHANGE_STRONG_32(&comm->c_nbc_tag, &old, tag - 1));
+    return tag;
 }
 
 typedef struct {

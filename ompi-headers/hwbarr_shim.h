@@ -89,6 +89,12 @@ int hwb_pml_isend(const void *buf, size_t len, int dst, int tag, struct ompi_com
                   struct ompi_request_t **req);
 int hwb_pml_irecv(void *buf, size_t len, int src, int tag, struct ompi_communicator_t *comm,
                   struct ompi_request_t **req);
+/* MPI_Iprobe from any source on `tag` (internal tags too): 1 and the
+ * message's source and size when one is waiting, else 0. */
+int hwb_pml_iprobe(int tag, struct ompi_communicator_t *comm, int *src, size_t *bytes);
+/* Takes the tag the next non-blocking collective on `comm` would get
+ * (ompi_coll_base_nbc_reserve_tags, as libnbc does) and returns it. */
+int hwb_nbc_reserve_tag(struct ompi_communicator_t *comm);
 
 /* --- requests for MPI_Ibarrier and the persistent barrier --- */
 typedef int (*hwb_start_fn)(size_t count, struct ompi_request_t **reqs);

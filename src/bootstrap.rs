@@ -20,6 +20,7 @@ use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
+use crate::lookout::Lookout;
 use crate::shm::segment::{Offer, Segment};
 use crate::ompi::report::{self, Topic};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
@@ -103,12 +104,22 @@ pub struct Boot<P: P2p> {
     /// Peer: rank 0's settings.
     chosen: Algorithm,
     disagreement: Option<String>,
+    /// The communicator's first exchange (not a node's, after the layout):
+    /// watches for peers that will never take part.
+    lookout: Option<Lookout>,
 }
 
 impl<P: P2p> Boot<P> {
     /// Starts the exchange among `members` (ranks of `p2p`'s communicator;
-    /// at least 2) as `members[me]`, with our `settings` (rank 0's win).
-    pub fn start(p2p: P, members: &[c_int], me: usize, settings: Settings) -> Result<Boot<P>, c_int> {
+    /// at least 2) as `members[me]`, with our `settings` (rank 0's win);
+    /// `lookout` when it is the communicator's first exchange.
+    pub fn start(
+        p2p: P,
+        members: &[c_int],
+        me: usize,
+        settings: Settings,
+        lookout: Option<Lookout>,
+    ) -> Result<Boot<P>, c_int> {
         let n = members.len();
         let mut b = Boot {
             members: members.to_vec(),
@@ -123,6 +134,7 @@ impl<P: P2p> Boot<P> {
             outcome: None,
             chosen: settings.algorithm,
             disagreement: None,
+            lookout,
         };
         if me == 0 {
             let [s0, s1] = settings.words();
@@ -277,6 +289,9 @@ impl<P: P2p> Boot<P> {
     fn advance(&mut self) -> Result<Option<Agreed>, c_int> {
         loop {
             if !self.flight.done()? {
+                if let Some(l) = &mut self.lookout {
+                    l.check(self.flight.p2p())?;
+                }
                 return Ok(None);
             }
             match self.stage {
@@ -343,7 +358,8 @@ mod tests {
                 assert_eq!(agree::protocol(), v, "rank {r}");
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
-            let mut b = Boot::start(ep, &members, me, Settings { algorithm: algs[me], inter: None }).unwrap();
+            let s = Settings { algorithm: algs[me], inter: None };
+            let mut b = Boot::start(ep, &members, me, s, None).unwrap();
             loop {
                 if let Some(a) = b.poll().unwrap() {
                     return a;

@@ -23,9 +23,11 @@ use crate::bootstrap::Boot;
 use crate::comm::{Comm, Ticket};
 use crate::hier::HierOp;
 use crate::linear;
+use crate::lookout::Lookout;
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::report::guard;
 use crate::p2p::pml::Pml;
+use crate::p2p::P2p;
 use crate::wait::{self, WaitPolicy};
 
 /// The barrier a lower-priority component had installed, kept (with a
@@ -167,6 +169,9 @@ struct Op {
     req: *mut Request,
     /// MPI_Request_free came while active: free at completion.
     free_when_done: bool,
+    /// The non-blocking collective tag this barrier took (`nbc_tag`), for
+    /// the lookout of a first exchange; None for a blocking MPI_Barrier.
+    nbc_tag: Option<c_int>,
 }
 
 /// How the head operation was entered.
@@ -192,6 +197,8 @@ pub struct Engine {
     errors: Vec<(u64, c_int)>,
     /// Retired MPI_Ibarrier requests kept for reuse (no module reference).
     spare: Vec<*mut Request>,
+    /// Each live persistent barrier request's tag, taken at its init.
+    persistent_tags: Vec<(*mut Request, c_int)>,
     /// In the progress callback's list.
     watched: bool,
 }
@@ -213,10 +220,10 @@ impl Drop for Engine {
 unsafe impl Send for Engine {}
 
 impl Engine {
-    fn push(&mut self, req: *mut Request) -> u64 {
+    fn push(&mut self, req: *mut Request, nbc_tag: Option<c_int>) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.queue.push_back(Op { id, req, free_when_done: false });
+        self.queue.push_back(Op { id, req, free_when_done: false, nbc_tag });
         id
     }
 }
@@ -230,6 +237,7 @@ type Releases = Vec<*mut Request>;
 fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
     let c = &st.comm;
     while let Some(front) = e.queue.front() {
+        let tag = front.nbc_tag;
         if e.head.is_none() {
             if let Some(rc) = c.broken() {
                 finish(st, e, rc, rel);
@@ -256,7 +264,8 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                     }
                 }
             } else if c.is_multi_node() {
-                match HierOp::start(c) {
+                let lookout = (!c.agreed()).then(|| Lookout::new(tag));
+                match HierOp::start(c, lookout) {
                     Ok(h) => Entered::Hier(Box::new(h)),
                     Err(rc) => {
                         c.fail(rc);
@@ -268,7 +277,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                 Entered::Device(c.arrive(seg))
             } else {
                 let t = c.topo().expect("one-node topology");
-                match Boot::start(*c.p2p(), &t.local, t.me, c.settings()) {
+                match Boot::start(*c.p2p(), &t.local, t.me, c.settings(), Some(Lookout::new(tag))) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
                         c.fail(rc);
@@ -355,7 +364,7 @@ fn blocking(st: &Server) -> c_int {
     let mut rel = Releases::new();
     let id = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
-        let id = e.push(null_mut());
+        let id = e.push(null_mut(), None);
         advance(st, &mut e, &mut rel);
         id
     };
@@ -399,9 +408,10 @@ fn blocking(st: &Server) -> c_int {
 /// it. Returns the request (null if none could be made).
 pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request) -> *mut Request {
     let mut rel = Releases::new();
+    let persistent = !req.is_null();
     let (req, watch_it) = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
-        let req = if !req.is_null() {
+        let req = if persistent {
             req
         } else if let Some(r) = e.spare.pop() {
             // SAFETY: a retired request of ours; it takes a module reference again.
@@ -416,7 +426,15 @@ pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request) -> *mut Reques
         if req.is_null() {
             return req;
         }
-        e.push(req);
+        // As libnbc does for each MPI_Ibarrier (and at each persistent
+        // init): ranks whose barrier is libnbc's stay in step with ours,
+        // which lets a first exchange see their messages (`lookout`).
+        let tag = if persistent {
+            e.persistent_tags.iter().find(|(r, _)| *r == req).map(|&(_, t)| t)
+        } else {
+            Some(nbc_tag(st))
+        };
+        e.push(req, tag);
         advance(st, &mut e, &mut rel);
         let w = !e.queue.is_empty() && !e.watched;
         if w {
@@ -450,6 +468,12 @@ pub fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut R
     }
 }
 
+/// Takes the communicator's next non-blocking collective tag, as libnbc
+/// would for the same call (see `issue`).
+fn nbc_tag(st: &Server) -> c_int {
+    st.comm.p2p().reserve_nbc_tag()
+}
+
 /// MPI_Ibarrier on `st`'s communicator: the request in `out`.
 pub fn ibarrier(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_int {
     if st.comm.unusable() && !st.queued.load(Relaxed) {
@@ -470,6 +494,8 @@ pub fn barrier_init(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) ->
     if r.is_null() {
         return ffi::ERROR;
     }
+    let tag = nbc_tag(st);
+    st.engine.lock().unwrap_or_else(|p| p.into_inner()).persistent_tags.push((r, tag));
     *out = r;
     ffi::SUCCESS
 }
@@ -505,6 +531,7 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
         }
         let fate = {
             let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
+            e.persistent_tags.retain(|&(q, _)| q != r);
             if let Some(op) = e.queue.iter_mut().find(|op| op.req == r) {
                 op.free_when_done = true;
                 Fate::Later

@@ -15,10 +15,14 @@ use crate::bootstrap::Boot;
 use crate::comm::{Comm, Options};
 use crate::hier::HierOp;
 use crate::inter::InterAlgorithm;
+use crate::lookout::Lookout;
 use crate::p2p::mem::{self, Mem};
 use crate::p2p::P2p;
 use crate::settings::{Algorithm, Idle};
 use crate::wait::WaitPolicy;
+
+/// The tag of the first barrier call (`mem` has one foreign tag).
+const FOREIGN: c_int = -1000;
 
 /// Barriers each rank runs; faults are injected in the first `BARRIERS - 1`
 /// so that a rank the failed barrier released still has one more to learn.
@@ -55,13 +59,14 @@ fn barrier(c: &Comm<Mem>, k: u32) -> Result<(), c_int> {
             let t = t.clone();
             return c.hier_barrier(&t);
         }
-        let mut op = HierOp::start(c).inspect_err(|&rc| c.fail(rc))?;
+        let mut op = HierOp::start(c, Some(Lookout::new(Some(FOREIGN)))).inspect_err(|&rc| c.fail(rc))?;
         return drive(c, || Ok(op.poll(c)?.then_some(())));
     }
     match c.segment() {
         None => {
             let t = c.topo().expect("one node").clone();
-            let mut b = Boot::start(c.p2p().clone(), &t.local, t.me, c.settings()).inspect_err(|&rc| c.fail(rc))?;
+            let lookout = Some(Lookout::new(Some(FOREIGN)));
+            let mut b = Boot::start(c.p2p().clone(), &t.local, t.me, c.settings(), lookout).inspect_err(|&rc| c.fail(rc))?;
             let agreed = drive(c, || b.poll())?;
             c.device_ready(agreed);
             Ok(())
@@ -162,4 +167,42 @@ fn uneven_nodes_and_leaders_only() {
     every_operation_fails_in_turn(&["a", "b", "b", "c"], Algorithm::Counter, InterAlgorithm::Counter);
     every_operation_fails_in_turn(&["a", "b", "c", "d"], Algorithm::Toggle, InterAlgorithm::Dissemination);
     every_operation_fails_in_turn(&["a", "b", "c"], Algorithm::Linear, InterAlgorithm::Dissemination);
+}
+
+/// hwbarr not selected on rank `t` (its first barrier is the component
+/// below's MPI_Ibarrier: it sends libnbc's first message to the next rank
+/// and never speaks hwbarr's exchange). Every other rank's first barrier
+/// must fail, not hang, wherever `t` sits, on one node and across nodes.
+fn a_rank_of_another_barrier(hosts: &'static [&'static str]) {
+    let n = hosts.len();
+    for t in 0..n {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let out = mem::run(mem::network(hosts), move |ep| {
+                let r = ep.rank();
+                if r as usize == t {
+                    ep.send_foreign(((t + 1) % n) as c_int);
+                    return None;
+                }
+                let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
+                let opts = Options { requested: Algorithm::Counter, inter: None, verbose: 0, policy };
+                let multi = hosts.iter().any(|h| *h != hosts[0]);
+                let c = Comm::new(ep, r, n as c_int, 7, multi, opts);
+                Some(barrier(&c, 1).is_err())
+            });
+            let _ = tx.send(out);
+        });
+        let out = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("{hosts:?}: hang with rank {t}"));
+        for (r, failed) in out.iter().enumerate() {
+            assert!(r == t || *failed == Some(true), "{hosts:?}, rank {t} elsewhere: rank {r} {failed:?}");
+        }
+    }
+}
+
+#[test]
+fn a_rank_of_another_barrier_fails_the_first_exchange_everywhere() {
+    a_rank_of_another_barrier(&["a", "a"]);
+    a_rank_of_another_barrier(&["a", "a", "a", "a"]);
+    a_rank_of_another_barrier(&["a", "a", "b", "b"]);
+    a_rank_of_another_barrier(&["a", "b", "c"]);
 }

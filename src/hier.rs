@@ -20,6 +20,7 @@ use crate::agree::Settings;
 use crate::bootstrap::{Boot, Verdict};
 use crate::comm::{Comm, Ticket};
 use crate::inter::{self, InterAlgorithm};
+use crate::lookout::Lookout;
 use crate::p2p::{Flight, P2p};
 use crate::settings::Algorithm;
 use crate::topo::{Exchange, Topo};
@@ -53,10 +54,14 @@ pub struct HierOp<P: P2p> {
 }
 
 impl<P: P2p> HierOp<P> {
-    /// Enters a barrier on `st` (a communicator spanning nodes).
-    pub fn start(st: &Comm<P>) -> Result<HierOp<P>, c_int> {
+    /// Enters a barrier on `st` (a communicator spanning nodes); `lookout`
+    /// watches its first exchange, if this is the first barrier.
+    pub fn start(st: &Comm<P>, lookout: Option<Lookout>) -> Result<HierOp<P>, c_int> {
         let stage = match st.topo() {
-            None => Stage::Layout(Box::new(Exchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings())?)),
+            None => {
+                let lookout = lookout.unwrap_or(Lookout::new(None));
+                Stage::Layout(Box::new(Exchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), lookout)?))
+            }
             Some(t) => Stage::Gather(local(st, t)?),
         };
         Ok(HierOp { stage })
@@ -75,7 +80,7 @@ impl<P: P2p> HierOp<P> {
                         let boot = if alone || !device {
                             None
                         } else {
-                            Some(Boot::start(st.p2p().clone(), &t.local, t.me, settings)?)
+                            Some(Boot::start(st.p2p().clone(), &t.local, t.me, settings, None)?)
                         };
                         st.layout_known(t, agreed);
                         match boot {
@@ -201,7 +206,7 @@ mod tests {
             let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
             let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy };
             let c = Comm::new(ep, r, n as c_int, 9, true, opts);
-            let mut op = HierOp::start(&c).unwrap();
+            let mut op = HierOp::start(&c, None).unwrap();
             while !op.poll(&c).unwrap() {
                 std::thread::yield_now();
             }
@@ -213,7 +218,7 @@ mod tests {
                 if k % 2 == 0 {
                     c.hier_barrier(&t).unwrap();
                 } else {
-                    let mut op = HierOp::start(&c).unwrap();
+                    let mut op = HierOp::start(&c, None).unwrap();
                     while !op.poll(&c).unwrap() {
                         std::thread::yield_now();
                     }

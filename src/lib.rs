@@ -34,6 +34,7 @@ not_under_loom! {
     mod hier;
     mod inter;
     mod linear;
+    mod lookout;
     mod ompi;
     mod p2p;
     mod topo;

@@ -7,6 +7,7 @@ use std::ffi::c_int;
 use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::core::toggle;
 use crate::inter::{self, InterAlgorithm};
+use crate::lookout::Lookout;
 use crate::ompi::report::{self, Topic};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
@@ -114,11 +115,13 @@ pub struct Exchange<P: P2p> {
     answered: bool,
     disagreement: Option<String>,
     fallback: Option<String>,
+    /// Watches for peers that will never take part.
+    lookout: Lookout,
 }
 
 impl<P: P2p> Exchange<P> {
     /// Starts the exchange as `rank` of `size` on `p2p`'s communicator.
-    pub fn start(p2p: P, rank: c_int, size: c_int, settings: Settings) -> Result<Exchange<P>, c_int> {
+    pub fn start(p2p: P, rank: c_int, size: c_int, settings: Settings, lookout: Lookout) -> Result<Exchange<P>, c_int> {
         let n = size as usize;
         let mut mine = [0u64; HELLO_WORDS];
         mine[0] = agree::hello();
@@ -135,6 +138,7 @@ impl<P: P2p> Exchange<P> {
             answered: false,
             disagreement: None,
             fallback: None,
+            lookout,
         };
         if rank == 0 {
             for q in 1..n {
@@ -205,6 +209,7 @@ impl<P: P2p> Exchange<P> {
     /// Advances without blocking: `Ok(Some(layout, agreed))` once known.
     pub fn poll(&mut self) -> Result<Option<(Topo, Agreed)>, c_int> {
         if !self.flight.done()? {
+            self.lookout.check(self.flight.p2p())?;
             return Ok(None);
         }
         if self.rank == 0 && !self.answered {
@@ -299,7 +304,7 @@ mod exchange_tests {
             let r = ep.rank();
             let inter = (r == 2).then_some(InterAlgorithm::Dissemination);
             let s = Settings { algorithm: Algorithm::Toggle, inter };
-            let mut x = Exchange::start(ep, r, 4, s).unwrap();
+            let mut x = Exchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     return done;
@@ -327,7 +332,7 @@ mod exchange_tests {
                     agree::TEST_PROTOCOL.with(|p| p.set(Some(2)));
                 }
                 let s = Settings { algorithm: Algorithm::Counter, inter: None };
-                let mut x = Exchange::start(ep, r, 4, s).unwrap();
+                let mut x = Exchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
                 loop {
                     if let Some(done) = x.poll().unwrap() {
                         return done;

@@ -1287,35 +1287,49 @@ fn fake_nodes_disagreeing_inter_and_algorithm() {
     assert!(err.contains("counter broadcast among leaders"), "{}", job.dump());
 }
 
-/// hwbarr selected on rank 0 only (coll_hwbarr_priority=0 on rank 1): the
-/// first blocking barrier cannot meet (hwbarr's first exchange against
-/// tuned's barrier). The job must end at once, not hang, and hwbarr's
-/// rank says why. (First barriers that are non-blocking still hang: see
-/// the README's "Ranks that disagree".)
+/// hwbarr selected on some ranks only (coll_hwbarr_priority=0 on the
+/// others), with every kind of first barrier: blocking (hwbarr's first
+/// exchange against tuned's barrier, on the same tag), non-blocking or
+/// persistent (against libnbc's, on its own tag, which hwbarr's lookout
+/// watches), on 2 ranks both ways and on 3 ranks with the odd one
+/// anywhere (but see below). The job must end at once, not hang, and a
+/// hwbarr rank must name a rank that does not run hwbarr.
 #[test]
 fn hwbarr_on_some_ranks_only_fails_fast() {
-    for (p0, p1) in [("40", "0"), ("0", "40")] {
+    let mut cases: Vec<(Vec<&str>, &str)> = Vec::new();
+    for first in FIRSTS {
+        cases.push((vec!["40", "0"], first));
+        cases.push((vec!["0", "40"], first));
+    }
+    for prios in [vec!["40", "0", "40"], vec!["40", "40", "0"]] {
+        for first in ["blocking", "nonblocking"] {
+            cases.push((prios.clone(), first));
+        }
+    }
+    // Not blocking: tuned's barrier on 3 ranks has rank 0 wait for rank 2
+    // before it sends anything, while hwbarr's ranks wait for rank 0's
+    // offer; nothing is sent, nothing can be seen (README).
+    cases.push((vec!["0", "40", "40"], "nonblocking"));
+    cases.push((vec!["0", "40", "40"], "persistent"));
+    for (prios, first) in cases {
         let b = board();
         let ctx = |prio: &str| {
-            vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()]
+            vec![
+                format!("OMPI_MCA_coll_hwbarr_priority={prio}"),
+                format!("HWBARR_FIRST={first}"),
+                "HWBARR_BOARD".into(),
+            ]
         };
-        let job = mpmd(
-            &[(1, ctx(p0)), (1, ctx(p1))],
-            &[],
-            &[],
-            &[],
-            &[("HWBARR_BOARD", b.to_str().unwrap())],
-            &["first", "10"],
-            60,
-        );
+        let contexts: Vec<(usize, Vec<String>)> = prios.iter().map(|p| (1, ctx(p))).collect();
+        let job = mpmd(&contexts, &[], &[], &[], &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 60);
         let _ = std::fs::remove_dir_all(b.parent().unwrap());
-        assert!(!job.ok() && !job.timed_out(), "priority {p0}/{p1}: must fail fast\n{}", job.dump());
-        let peer = if p0 == "40" { 1 } else { 0 };
-        assert!(
-            job.stderr().contains(&format!("rank {peer} does not run hwbarr's barrier on this communicator")),
-            "{}",
-            job.dump()
-        );
+        let what = format!("priorities {prios:?}, first={first}");
+        assert!(!job.ok() && !job.timed_out(), "{what}: must fail fast\n{}", job.dump());
+        let err = job.stderr();
+        let named = (0..prios.len())
+            .filter(|&r| prios[r] == "0")
+            .any(|r| err.contains(&format!("rank {r} does not run hwbarr's barrier on this communicator")));
+        assert!(named, "{what}: no hwbarr rank named the other\n{}", job.dump());
     }
 }
 

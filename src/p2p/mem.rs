@@ -22,6 +22,9 @@ struct Net {
     unexpected: HashMap<c_int, VecDeque<(c_int, Vec<u64>)>>,
     /// Matched receives' data, by id.
     arrived: HashMap<u64, Result<Vec<u64>, c_int>>,
+    /// Per destination: sources of messages on another component's tag
+    /// (`send_foreign`), never received.
+    foreign: HashMap<c_int, Vec<c_int>>,
     next_id: u64,
 }
 
@@ -83,6 +86,12 @@ impl Mem {
         self.net.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Sends `dst` a message of another component's non-blocking barrier
+    /// (as libnbc's MPI_Ibarrier would, on a rank not running hwbarr).
+    pub fn send_foreign(&self, dst: c_int) {
+        self.net().foreign.entry(dst).or_default().push(self.rank);
+    }
+
     /// Operations this rank started (sends and receives, failed ones too).
     pub fn ops(&self) -> u64 {
         self.fault.ops.load(SeqCst)
@@ -97,6 +106,9 @@ impl Mem {
         Ok(())
     }
 }
+
+/// The one tag of other components' messages (`send_foreign`).
+const FOREIGN_TAG: c_int = -1000;
 
 /// The error an injected fault returns.
 pub const INJECTED: c_int = -99;
@@ -156,6 +168,18 @@ impl P2p for Mem {
                 return Ok(());
             }
             self.progress();
+        }
+    }
+
+    fn reserve_nbc_tag(&self) -> c_int {
+        FOREIGN_TAG
+    }
+
+    fn probe(&self, tag: Option<c_int>) -> Option<(c_int, usize)> {
+        let net = self.net();
+        match tag {
+            Some(_) => net.foreign.get(&self.rank)?.first().map(|&src| (src, 0)),
+            None => net.unexpected.get(&self.rank)?.front().map(|(src, d)| (*src, d.len() * 8)),
         }
     }
 

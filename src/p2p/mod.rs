@@ -52,6 +52,14 @@ pub trait P2p: Clone {
     /// Receives into `buf` from `src` (or `ANY_SOURCE`), blocking.
     fn recv(&self, buf: &mut [u64], src: c_int) -> Result<(), c_int>;
 
+    /// Takes the tag that the next non-blocking collective of another
+    /// component on this communicator would get, and returns it (Open MPI's
+    /// `ompi_coll_base_nbc_reserve_tags`, as libnbc does for MPI_Ibarrier).
+    fn reserve_nbc_tag(&self) -> c_int;
+    /// A message waiting here unreceived (MPI_Iprobe from any source) on
+    /// `tag`, or on hwbarr's own tag if None: its source and size in bytes.
+    fn probe(&self, tag: Option<c_int>) -> Option<(c_int, usize)>;
+
     /// Lets pending operations advance (Open MPI's progress engine).
     fn progress(&self);
     /// This rank's node, as its host name (fake nodes differ too).
@@ -97,6 +105,11 @@ pub struct Flight<P: P2p> {
 impl<P: P2p> Flight<P> {
     pub fn new(p2p: P) -> Flight<P> {
         Flight { p2p, ops: Vec::new(), got: Vec::new() }
+    }
+
+    /// The transport.
+    pub fn p2p(&self) -> &P {
+        &self.p2p
     }
 
     /// Starts sending a copy of `data` to `dst`.

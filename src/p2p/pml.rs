@@ -167,6 +167,18 @@ impl P2p for Pml {
         check(unsafe { ffi::hwb_pml_recv(buf.as_mut_ptr().cast(), buf.len() * 8, src, TAG, self.comm) })
     }
 
+    fn reserve_nbc_tag(&self) -> c_int {
+        // SAFETY: `comm` is live; the shim takes one tag atomically.
+        unsafe { ffi::hwb_nbc_reserve_tag(self.comm) }
+    }
+
+    fn probe(&self, tag: Option<c_int>) -> Option<(c_int, usize)> {
+        let (mut src, mut bytes) = (0, 0);
+        // SAFETY: `comm` is live; the shim writes the two out-values only.
+        let found = unsafe { ffi::hwb_pml_iprobe(tag.unwrap_or(TAG), self.comm, &mut src, &mut bytes) };
+        (found != 0).then_some((src, bytes))
+    }
+
     fn progress(&self) {
         ffi::progress();
     }
