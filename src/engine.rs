@@ -405,8 +405,10 @@ fn blocking(st: &Server) -> c_int {
 
 /// Queues `req` (just started), or a new MPI_Ibarrier request if null,
 /// enters it if it is at the head, and makes sure progress will look after
-/// it. Returns the request (null if none could be made).
-pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request) -> *mut Request {
+/// it. Returns the request (null if none could be made). `tag`: the
+/// non-blocking collective tag the call took (`nbc_tag`), for an
+/// MPI_Ibarrier; a started persistent barrier has the one of its init.
+pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_int>) -> *mut Request {
     let mut rel = Releases::new();
     let persistent = !req.is_null();
     let (req, watch_it) = {
@@ -426,14 +428,7 @@ pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request) -> *mut Reques
         if req.is_null() {
             return req;
         }
-        // As libnbc does for each MPI_Ibarrier (and at each persistent
-        // init): ranks whose barrier is libnbc's stay in step with ours,
-        // which lets a first exchange see their messages (`lookout`).
-        let tag = if persistent {
-            e.persistent_tags.iter().find(|(r, _)| *r == req).map(|&(_, t)| t)
-        } else {
-            Some(nbc_tag(st))
-        };
+        let tag = if persistent { e.persistent_tags.iter().find(|(r, _)| *r == req).map(|&(_, t)| t) } else { tag };
         e.push(req, tag);
         advance(st, &mut e, &mut rel);
         let w = !e.queue.is_empty() && !e.watched;
@@ -469,17 +464,23 @@ pub fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut R
 }
 
 /// Takes the communicator's next non-blocking collective tag, as libnbc
-/// would for the same call (see `issue`).
+/// does for each MPI_Ibarrier and each persistent barrier init: ranks
+/// whose barrier is libnbc's (hwbarr not selected there) stay in step with
+/// ours, which lets a first exchange see their messages (`lookout`). Taken
+/// at the call, in call order, whoever then serves it: every rank takes
+/// the same tags (a call that the component below serves takes one more,
+/// its own, on every rank alike, since all agree on when it does).
 fn nbc_tag(st: &Server) -> c_int {
     st.comm.p2p().reserve_nbc_tag()
 }
 
 /// MPI_Ibarrier on `st`'s communicator: the request in `out`.
 pub fn ibarrier(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_int {
+    let tag = nbc_tag(st);
     if st.comm.unusable() && !st.queued.load(Relaxed) {
         return st.fallback_ibarrier(out);
     }
-    let r = issue(st, comm, null_mut());
+    let r = issue(st, comm, null_mut(), Some(tag));
     if r.is_null() {
         return ffi::ERROR;
     }
@@ -509,7 +510,7 @@ unsafe extern "C" fn start(count: usize, reqs: *mut *mut Request) -> c_int {
                 let r = *reqs.add(i);
                 let st = &*ffi::hwb_request_owner(r).cast::<Server>();
                 ffi::hwb_request_activate(r);
-                issue(st, st.ompi_comm, r);
+                issue(st, st.ompi_comm, r, None);
             }
         }
         ffi::SUCCESS
