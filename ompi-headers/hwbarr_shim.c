@@ -304,10 +304,3 @@ int hwb_request_done(ompi_request_t **req, int *error)
     *req = NULL;
     return 1;
 }
-
-void hwb_comm_current_ibarrier(ompi_communicator_t *comm, hwb_ibarrier_fn *fn,
-                               mca_coll_base_module_t **module)
-{
-    *fn = comm->c_coll->coll_ibarrier;
-    *module = comm->c_coll->coll_ibarrier_module;
-}

@@ -123,12 +123,4 @@ void hwb_request_release(struct ompi_request_t **req);
  * without turning progress; *error gets its MPI error. */
 int hwb_request_done(struct ompi_request_t **req, int *error);
 
-/* The nonblocking and persistent barriers installed before ours. */
-typedef int (*hwb_ibarrier_fn)(struct ompi_communicator_t *, struct ompi_request_t **,
-                               mca_coll_base_module_t *);
-typedef int (*hwb_barrier_init_fn)(struct ompi_communicator_t *, struct ompi_info_t *,
-                                   struct ompi_request_t **, mca_coll_base_module_t *);
-void hwb_comm_current_ibarrier(struct ompi_communicator_t *comm, hwb_ibarrier_fn *fn,
-                               mca_coll_base_module_t **module);
-
 #endif

@@ -102,8 +102,9 @@ pub struct Comm<P: P2p> {
     broken: AtomicI32,
     /// The device once set up: never changes afterwards, read without locks.
     seg: OnceLock<Segment>,
-    /// Set up failed (or linear agreed on): the component below serves
-    /// the non-blocking barriers, and the blocking ones without a device.
+    /// Set up failed (or linear agreed on): the blocking barrier is the
+    /// component below's (hwbarr's linear one if agreed on), the
+    /// non-blocking ones hwbarr's linear barrier (`engine`).
     unusable: AtomicBool,
     served: AtomicU64,
     /// Multi-node: the leaders' algorithm, fixed once the node count is known.
@@ -224,12 +225,13 @@ impl<P: P2p> Comm<P> {
             // a layout that some ranks may know and we may not.
             return (0..self.size).filter(|&q| q != self.rank).collect();
         }
-        if self.algorithm() == Algorithm::Linear {
+        if self.algorithm() == Algorithm::Linear || self.unusable() {
+            // hwbarr's linear barrier (any kind, or the non-blocking ones).
             let all: Vec<c_int> = (0..self.size).collect();
             return star(&all, self.rank as usize);
         }
-        if self.unusable() || !self.multi_node {
-            // The component below serves, or the device does.
+        if !self.multi_node {
+            // The device serves, and its failure word tells.
             return Vec::new();
         }
         let t = self.topo.get().expect("layout known once agreed");
@@ -339,16 +341,15 @@ impl<P: P2p> Comm<P> {
         if let Some(why) = agreed.fallback {
             if self.rank == 0 {
                 report::warn(Topic::NoDevice, &format!(
-                    "communicator '{}' (cid {}): {why}; MPI_Barrier, MPI_Ibarrier and the persistent barrier \
-                     fall back to the next component",
+                    "communicator '{}' (cid {}): {why}; MPI_Barrier falls back to the next component, \
+                     MPI_Ibarrier and the persistent barrier run hwbarr's linear barrier",
                     self.name(),
                     self.cid
                 ));
             }
             self.unusable.store(true, Relaxed);
         } else if agreed.algorithm == Algorithm::Linear {
-            // Linear over the whole communicator; the non-blocking barriers
-            // go to the component below, as when hwbarr runs linear.
+            // Linear over the whole communicator, every kind of barrier.
             self.unusable.store(true, Relaxed);
         }
         self.adopt(agreed.algorithm);
@@ -447,15 +448,15 @@ impl<P: P2p> Comm<P> {
                 let _ = self.seg.set(seg);
             }
             Verdict::Linear => {
-                // Every rank runs linear; the non-blocking barriers go to the
-                // component below, as when hwbarr runs linear.
+                // Every rank runs linear, every kind of barrier.
                 self.unusable.store(true, Relaxed);
             }
             Verdict::NoDevice(why) => {
                 if self.rank == 0 {
                     report::warn(Topic::NoDevice, &format!(
                         "communicator '{name}' (cid {}): no shared-memory device ({why}); \
-                         MPI_Barrier, MPI_Ibarrier and the persistent barrier fall back to the next component",
+                         MPI_Barrier falls back to the next component, MPI_Ibarrier and the persistent \
+                         barrier run hwbarr's linear barrier",
                         self.cid
                     ));
                 }

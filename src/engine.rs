@@ -22,7 +22,7 @@ use std::sync::{Mutex, TryLockError};
 use crate::bootstrap::Boot;
 use crate::comm::{Comm, Ticket};
 use crate::hier::HierOp;
-use crate::linear;
+use crate::linear::{self, LinearOp};
 use crate::lookout::Lookout;
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::report::guard;
@@ -45,7 +45,6 @@ impl<F> Drop for Fallback<F> {
 }
 
 pub type BarrierFn = unsafe extern "C" fn(*mut OmpiComm, *mut Module) -> c_int;
-pub type IbarrierFn = unsafe extern "C" fn(*mut OmpiComm, *mut *mut Request, *mut Module) -> c_int;
 
 /// Serves the barriers of one communicator: the blocking fast path, the
 /// queue of barriers in flight, and the component below ours. The Rust
@@ -55,7 +54,6 @@ pub struct Server {
     pub(crate) module: *mut Module,
     ompi_comm: *mut OmpiComm,
     pub(crate) fallback: Option<Fallback<BarrierFn>>,
-    pub(crate) ifallback: Option<Fallback<IbarrierFn>>,
     pub comm: Comm<Pml>,
     /// Barriers issued but not finished (non-blocking ones, or a blocking
     /// one that had to queue behind them): the blocking fast path must not
@@ -70,7 +68,6 @@ impl Server {
             module: null_mut(),
             ompi_comm,
             fallback: None,
-            ifallback: None,
             comm,
             engine: Mutex::new(Engine::default()),
             queued: AtomicBool::new(false),
@@ -140,15 +137,6 @@ impl Server {
             None => code(linear::barrier(self.comm.p2p(), self.comm.rank(), self.comm.size())),
         }
     }
-
-    /// Starts the barrier below ours non-blockingly (device unusable).
-    fn fallback_ibarrier(&self, req: &mut *mut Request) -> c_int {
-        match &self.ifallback {
-            // SAFETY: as in `fallback_barrier`, for the ibarrier entry.
-            Some(f) => unsafe { (f.call)(self.ompi_comm, req, f.module) },
-            None => ffi::ERROR,
-        }
-    }
 }
 
 impl Drop for Server {
@@ -179,8 +167,11 @@ enum Entered {
     Device(Ticket),
     /// The device exchange, itself the first barrier.
     Boot(Box<Boot<Pml>>),
-    /// Device unusable: the component below ours serves it.
-    Chained(*mut Request),
+    /// No device (or linear agreed on): hwbarr's linear barrier over
+    /// point-to-point. Not the component below: libnbc takes its tag when
+    /// its MPI_Ibarrier is called, and one queued here would call it out
+    /// of order with the other non-blocking collectives issued meanwhile.
+    Linear(LinearOp<Pml>),
     /// A communicator spanning nodes.
     Hier(Box<HierOp<Pml>>),
 }
@@ -253,12 +244,11 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                 break;
             }
             e.head = Some(if c.unusable() {
-                // No device (or agreed on linear): the component below
-                // serves non-blocking barriers.
-                let mut r = null_mut();
-                match st.fallback_ibarrier(&mut r) {
-                    ffi::SUCCESS => Entered::Chained(r),
-                    rc => {
+                let all: Vec<c_int> = (0..c.size()).collect();
+                match LinearOp::start(*c.p2p(), &all, c.rank() as usize) {
+                    Ok(op) => Entered::Linear(op),
+                    Err(rc) => {
+                        c.fail(rc);
                         finish(st, e, rc, rel);
                         continue;
                     }
@@ -298,15 +288,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                 Err(rc) => Err(rc),
             },
             Entered::Hier(h) => h.poll(c),
-            Entered::Chained(r) => {
-                let mut err = ffi::SUCCESS;
-                // SAFETY: a live request the component below returned.
-                if unsafe { ffi::hwb_request_done(r, &mut err) } != 0 {
-                    if err == ffi::SUCCESS { Ok(true) } else { Err(err) }
-                } else {
-                    Ok(false)
-                }
-            }
+            Entered::Linear(op) => op.poll(),
         };
         match done {
             Ok(false) => break,
@@ -314,9 +296,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
             Err(rc) => {
                 // Our own exchanges failed (or a peer's did, and told us):
                 // peers may be out of step with us from here on.
-                if !matches!(e.head, Some(Entered::Chained(_))) {
-                    c.fail(rc);
-                }
+                c.fail(rc);
                 finish(st, e, rc, rel)
             }
         }
@@ -467,9 +447,7 @@ pub fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut R
 /// does for each MPI_Ibarrier and each persistent barrier init: ranks
 /// whose barrier is libnbc's (hwbarr not selected there) stay in step with
 /// ours, which lets a first exchange see their messages (`lookout`). Taken
-/// at the call, in call order, whoever then serves it: every rank takes
-/// the same tags (a call that the component below serves takes one more,
-/// its own, on every rank alike, since all agree on when it does).
+/// at the call, in call order: every rank takes the same tags.
 fn nbc_tag(st: &Server) -> c_int {
     st.comm.p2p().reserve_nbc_tag()
 }
@@ -477,9 +455,6 @@ fn nbc_tag(st: &Server) -> c_int {
 /// MPI_Ibarrier on `st`'s communicator: the request in `out`.
 pub fn ibarrier(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_int {
     let tag = nbc_tag(st);
-    if st.comm.unusable() && !st.queued.load(Relaxed) {
-        return st.fallback_ibarrier(out);
-    }
     let r = issue(st, comm, null_mut(), Some(tag));
     if r.is_null() {
         return ffi::ERROR;

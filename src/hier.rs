@@ -20,6 +20,7 @@ use crate::agree::Settings;
 use crate::bootstrap::{Boot, Verdict};
 use crate::comm::{Comm, Ticket};
 use crate::inter::{self, InterAlgorithm};
+use crate::linear::LinearOp;
 use crate::lookout::Lookout;
 use crate::p2p::{Flight, P2p};
 use crate::settings::Algorithm;
@@ -28,9 +29,8 @@ use crate::topo::{Exchange, Topo};
 /// A node-local meeting in progress.
 enum Local<P: P2p> {
     Device(Ticket),
-    /// Linear among the node's ranks over point-to-point; `released`: the
-    /// node leader has heard from all and sent the releases.
-    Linear { flight: Flight<P>, released: bool },
+    /// Linear among the node's ranks over point-to-point.
+    Linear(LinearOp<P>),
 }
 
 /// The leaders' meeting in progress; `step` is dissemination's distance.
@@ -107,7 +107,7 @@ impl<P: P2p> HierOp<P> {
                 },
                 Stage::Gather(l) => {
                     let t = st.topo().expect("layout known");
-                    if !local_done(st, t, l)? {
+                    if !local_done(st, l)? {
                         return Ok(false);
                     }
                     if t.is_leader() && t.leaders.len() > 1 {
@@ -131,57 +131,26 @@ impl<P: P2p> HierOp<P> {
                     }
                     Stage::Release(local(st, t)?)
                 }
-                Stage::Release(l) => {
-                    let t = st.topo().expect("layout known");
-                    return local_done(st, t, l);
-                }
+                Stage::Release(l) => return local_done(st, l),
             };
             self.stage = next;
         }
     }
 }
 
-/// Enters a node-local meeting.
+/// Enters a node-local meeting: on the node's device, or linear among the
+/// node's ranks if it has none (a rank alone on its node meets nobody).
 fn local<P: P2p>(st: &Comm<P>, t: &Topo) -> Result<Local<P>, c_int> {
-    if t.local.len() < 2 {
-        return Ok(Local::Linear { flight: Flight::new(st.p2p().clone()), released: true });
-    }
-    if let Some(seg) = st.segment() {
-        return Ok(Local::Device(st.arrive(seg)));
-    }
-    // As `linear::barrier_among`: members send to the node leader and wait
-    // for its release; the leader first hears from every member.
-    let mut flight = Flight::new(st.p2p().clone());
-    if t.is_leader() {
-        for &q in &t.local[1..] {
-            flight.signal_from(q)?;
-        }
-        Ok(Local::Linear { flight, released: false })
-    } else {
-        // The release's receive first: once our arrival is out, a failure
-        // of ours could no longer reach the leader as a notice in its place.
-        flight.signal_from(t.local[0])?;
-        flight.send(&[], t.local[0])?;
-        Ok(Local::Linear { flight, released: true })
+    match st.segment() {
+        Some(seg) if t.local.len() > 1 => Ok(Local::Device(st.arrive(seg))),
+        _ => Ok(Local::Linear(LinearOp::start(st.p2p().clone(), &t.local, t.me)?)),
     }
 }
 
-fn local_done<P: P2p>(st: &Comm<P>, t: &Topo, l: &mut Local<P>) -> Result<bool, c_int> {
+fn local_done<P: P2p>(st: &Comm<P>, l: &mut Local<P>) -> Result<bool, c_int> {
     match l {
         Local::Device(ticket) => st.released(st.segment().expect("device"), *ticket),
-        Local::Linear { flight, released } => {
-            if !flight.done()? {
-                return Ok(false);
-            }
-            if *released {
-                return Ok(true);
-            }
-            for &q in &t.local[1..] {
-                flight.send(&[], q)?;
-            }
-            *released = true;
-            flight.done()
-        }
+        Local::Linear(op) => op.poll(),
     }
 }
 

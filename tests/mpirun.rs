@@ -1023,6 +1023,41 @@ fn device_refused_semantics() {
     assert!(err.contains("'MPI_COMM_WORLD' (cid 0): no shared-memory device"), "{}", job.dump());
 }
 
+/// Without a device (refused, or linear agreed on), rank 0's second
+/// MPI_Ibarrier is issued while the first exchange is still in flight and
+/// an MPI_Ibcast follows it; the other ranks issue both after their first
+/// ibarrier completed (`overlap`). Every rank's non-blocking collectives
+/// must keep their call order: when libnbc served the queued ibarrier it
+/// took its tag at entry, after the Ibcast's, and 2 of 3 runs failed in
+/// libnbc with MPI_ERR_TRUNCATE.
+#[test]
+fn device_refused_queued_ibarrier_keeps_collective_order() {
+    let preload = format!("LD_PRELOAD={}", fault_preload().display());
+    for (alg, refused) in [("counter", true), ("toggle", true), ("linear", false)] {
+        for np in [3, 4] {
+            for _ in 0..2 {
+                let launch: Vec<&str> = if refused {
+                    vec!["-x", &preload, "-x", "HWBARR_FAULT=memfd", "-x", "HWBARR_FAULT_RANKS=all"]
+                } else {
+                    vec![]
+                };
+                let job =
+                    run(launch_cmd(np, &launch, &[("coll_hwbarr_algorithm", alg)], &[], &["overlap", "40"], 60), 60);
+                let what = format!("np={np} {alg}, device refused: {refused}");
+                assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+                assert_eq!(job.stdout().matches("overlap OK").count(), np, "{what}\n{}", job.dump());
+                if refused {
+                    assert!(
+                        job.stderr().contains("MPI_Ibarrier and the persistent barrier run hwbarr's linear barrier"),
+                        "{what}\n{}",
+                        job.dump()
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Warnings are topics of the help file installed beside the component,
 /// rendered by Open MPI's help system (its box, the topic's explanation);
 /// with only the .so (no help file), each is one plain line.

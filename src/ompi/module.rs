@@ -62,14 +62,6 @@ unsafe extern "C" fn enable(module: *mut Module, comm: *mut Comm) -> c_int {
             unsafe { ffi::hwb_obj_retain(m.cast()) };
             st.fallback = Some(Fallback { call, module: m });
         }
-        let (mut f, mut m) = (None, null_mut());
-        // SAFETY: as above, for the non-blocking barrier.
-        unsafe { ffi::hwb_comm_current_ibarrier(comm, &mut f, &mut m) };
-        if let (Some(call), false) = (f, m.is_null()) {
-            // SAFETY: keep the module alive while we may call it.
-            unsafe { ffi::hwb_obj_retain(m.cast()) };
-            st.ifallback = Some(Fallback { call, module: m });
-        }
         ffi::SUCCESS
     })
 }
@@ -80,7 +72,6 @@ unsafe extern "C" fn disable(module: *mut Module, _comm: *mut Comm) -> c_int {
         let st = unsafe { state_mut(module) };
         // Drop our references: no cycles between modules.
         st.fallback = None;
-        st.ifallback = None;
         ffi::SUCCESS
     })
 }
