@@ -796,7 +796,11 @@ fn first(world: &SimpleCommunicator, iters: u64) {
             2 => start(&mut t, &mut p),
             3 => order_a(&mut t, &board, me, (i as usize / 5) % n, rng.next() % 300),
             _ => {
-                // Two outstanding, then a blocking barrier before waiting.
+                // Two outstanding, then a blocking barrier before waiting;
+                // one rank rushes through while the others come late.
+                if me != (i as usize / 5) % n {
+                    std::thread::sleep(std::time::Duration::from_micros(rng.next() % 2000));
+                }
                 let mut two = Vec::new();
                 for _ in 0..2 {
                     t.count += 1;

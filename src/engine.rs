@@ -87,14 +87,23 @@ impl Server {
             // hwbarr's exchanges failed here: every later barrier fails.
             return rc;
         }
+        // Without a device, a blocking barrier must not overtake the
+        // non-blocking ones queued before it: hwbarr's linear barrier runs
+        // those on the same tag as the blocking barrier below ours (and as
+        // hwbarr's own linear one), so a rank that took them out of order
+        // would match another barrier's messages.
         if !c.on_device() {
-            if !c.agreed() {
-                // The first exchange (every rank takes part), then linear.
+            if !c.agreed() || self.queued.load(Acquire) {
+                // The first exchange (every rank takes part), or our turn
+                // behind queued ones; then linear.
                 return blocking(self);
             }
             return code(c.linear_barrier());
         }
         if c.unusable() {
+            if self.queued.load(Acquire) {
+                return blocking(self);
+            }
             return self.fallback_barrier();
         }
         if c.is_multi_node() {
