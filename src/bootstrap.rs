@@ -290,7 +290,7 @@ impl<P: P2p> Boot<P> {
         loop {
             if !self.flight.done()? {
                 if let Some(l) = &mut self.lookout {
-                    l.check(self.flight.p2p())?;
+                    l.check(&mut self.flight)?;
                 }
                 return Ok(None);
             }

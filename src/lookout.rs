@@ -22,7 +22,7 @@ use std::ffi::c_int;
 
 use crate::agree;
 use crate::ompi::report::{self, Topic};
-use crate::p2p::{P2p, ERROR};
+use crate::p2p::{Flight, P2p, ERROR};
 
 /// Polls between two looks.
 const EVERY: u32 = 16;
@@ -43,19 +43,58 @@ impl Lookout {
     }
 
     /// An error (after saying why, for a peer of another barrier) when the
-    /// exchange cannot complete.
-    pub fn check(&mut self, p2p: &impl P2p) -> Result<(), c_int> {
+    /// exchange, whose operations `flight` holds and which was not done a
+    /// moment ago, cannot complete.
+    pub fn check<P: P2p>(&mut self, flight: &mut Flight<P>) -> Result<(), c_int> {
         self.polls = self.polls.wrapping_add(1);
         if self.polls % EVERY != 1 {
             return Ok(());
         }
+        let p2p = flight.p2p();
         if let Some((peer, _)) = self.foreign.and_then(|tag| p2p.probe(Some(tag))) {
             report::warn(Topic::NotHwbarr, &agree::stranger(peer));
             return Err(ERROR);
         }
         match p2p.probe(None) {
-            Some((_, bytes)) if bytes == std::mem::size_of_val(&agree::FAILED) => Err(ERROR),
+            // A notice, unless our last receives matched meanwhile (the
+            // probe turns progress): then it is for a later barrier, which
+            // a peer that already left this one failed in.
+            Some((_, bytes)) if bytes == std::mem::size_of_val(&agree::FAILED) => match flight.done()? {
+                true => Ok(()),
+                false => Err(ERROR),
+            },
             _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::p2p::mem;
+
+    /// Rank 1 waits for rank 0's last message of this exchange; rank 0,
+    /// past it, fails its next barrier and sends a notice. Both arrive
+    /// between rank 1's look at its receives and its probe (a peer's
+    /// thread, or the probe's own progress): the exchange is over, not
+    /// failed. A notice with a receive still waiting fails it.
+    #[test]
+    fn a_notice_behind_the_awaited_message_is_for_a_later_barrier() {
+        for awaited_arrives in [true, false] {
+            let net = mem::network(&["a", "a", "a"]);
+            let mut flight = Flight::new(net[1].clone());
+            flight.recv(2, 0).unwrap();
+            assert!(!flight.done().unwrap());
+            if awaited_arrives {
+                net[0].send(&[1, 2], 1).unwrap();
+                net[0].send(&[agree::FAILED], 1).unwrap();
+            } else {
+                // Rank 2, which we do not wait on, failed and told us.
+                net[2].send(&[agree::FAILED], 1).unwrap();
+            }
+            let r = Lookout::new(None).check(&mut flight);
+            assert_eq!(r.is_ok(), awaited_arrives, "awaited message arrived: {awaited_arrives}");
+            assert_eq!(flight.done(), if awaited_arrives { Ok(true) } else { Ok(false) });
         }
     }
 }

@@ -209,7 +209,7 @@ impl<P: P2p> Exchange<P> {
     /// Advances without blocking: `Ok(Some(layout, agreed))` once known.
     pub fn poll(&mut self) -> Result<Option<(Topo, Agreed)>, c_int> {
         if !self.flight.done()? {
-            self.lookout.check(self.flight.p2p())?;
+            self.lookout.check(&mut self.flight)?;
             return Ok(None);
         }
         if self.rank == 0 && !self.answered {
