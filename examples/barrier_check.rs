@@ -359,12 +359,19 @@ fn p2pfault(world: &SimpleCommunicator, iters: u64) {
             assert_eq!(mpi::ffi::MPI_Comm_set_errhandler(world.as_raw(), mpi::ffi::RSMPI_ERRORS_RETURN), 0);
         }
         let mut p = mpi::ffi::RSMPI_REQUEST_NULL;
-        if kind == "persistent" {
+        if kind == "persistent" || kind == "mixed" {
             assert_eq!(barrier_init::barrier_init(comm, mpi::ffi::RSMPI_INFO_NULL, &mut p), 0);
         }
         let mut failed = None;
         for k in 1..=iters {
-            let rc = match kind.as_str() {
+            // "mixed": blocking, non-blocking and persistent in turn.
+            let this = match (kind.as_str(), k % 3) {
+                ("mixed", 0) => "blocking",
+                ("mixed", 1) => "nonblocking",
+                ("mixed", _) => "persistent",
+                (other, _) => other,
+            };
+            let rc = match this {
                 "blocking" => mpi::ffi::MPI_Barrier(comm),
                 "nonblocking" => {
                     let mut r = mpi::ffi::RSMPI_REQUEST_NULL;

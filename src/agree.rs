@@ -4,7 +4,9 @@
 //! (`bootstrap::Boot` on one node, `topo::Exchange` across nodes), which
 //! every rank takes part in whatever its algorithm. Rank 0's settings win;
 //! rank 0 names any disagreement once. Ranks with another protocol version
-//! fall back together to the component below hwbarr.
+//! fall back together to hwbarr's linear barrier, whose messages (zero-byte
+//! signals to and from rank 0, 8-byte failure notices) every protocol
+//! version keeps as they are.
 //!
 //! Every message of the first exchange starts with `hello()`. A peer whose
 //! barrier is not hwbarr's (hwbarr not selected there: its

@@ -57,7 +57,7 @@ fn code(e: &std::io::Error) -> u64 {
 pub enum Verdict {
     /// Every member mapped the segment.
     Device(Segment),
-    /// No device (why): the component below serves.
+    /// No device (why): hwbarr's linear barrier serves.
     NoDevice(String),
     /// Rank 0 runs `linear`: no device, and every member runs linear.
     Linear,
@@ -256,10 +256,11 @@ impl<P: P2p> Boot<P> {
                 if self.verdict[1] != VERDICT_FALLBACK {
                     return Err(rc);
                 }
-                // The members told so far run the component below from now
-                // on and would never learn of a failure (the device's word
-                // and hwbarr's notices do not reach them there): send the
-                // verdict again, so that every member falls back.
+                // Falling back is no error: send the verdict again, so that
+                // one lost send does not fail the communicator. If that
+                // fails too, the communicator fails (`Comm::fail`): the
+                // members told so far get rank 0's notice in their linear
+                // barrier, the others in place of the verdict.
                 report::verbose(0, &format!(
                     "sending the fallback verdict of the device exchange to rank {peer} failed (error {rc}); \
                      sending it again"

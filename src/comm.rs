@@ -102,9 +102,8 @@ pub struct Comm<P: P2p> {
     broken: AtomicI32,
     /// The device once set up: never changes afterwards, read without locks.
     seg: OnceLock<Segment>,
-    /// Set up failed (or linear agreed on): the blocking barrier is the
-    /// component below's (hwbarr's linear one if agreed on), the
-    /// non-blocking ones hwbarr's linear barrier (`engine`).
+    /// Set up failed (or linear agreed on): hwbarr's linear barrier serves
+    /// every kind of barrier (`engine`).
     unusable: AtomicBool,
     served: AtomicU64,
     /// Multi-node: the leaders' algorithm, fixed once the node count is known.
@@ -341,8 +340,8 @@ impl<P: P2p> Comm<P> {
         if let Some(why) = agreed.fallback {
             if self.rank == 0 {
                 report::warn(Topic::NoDevice, &format!(
-                    "communicator '{}' (cid {}): {why}; MPI_Barrier falls back to the next component, \
-                     MPI_Ibarrier and the persistent barrier run hwbarr's linear barrier",
+                    "communicator '{}' (cid {}): {why}; every barrier here runs hwbarr's linear barrier \
+                     over point-to-point",
                     self.name(),
                     self.cid
                 ));
@@ -455,8 +454,7 @@ impl<P: P2p> Comm<P> {
                 if self.rank == 0 {
                     report::warn(Topic::NoDevice, &format!(
                         "communicator '{name}' (cid {}): no shared-memory device ({why}); \
-                         MPI_Barrier falls back to the next component, MPI_Ibarrier and the persistent \
-                         barrier run hwbarr's linear barrier",
+                         every barrier here runs hwbarr's linear barrier over point-to-point",
                         self.cid
                     ));
                 }
@@ -474,12 +472,13 @@ impl<P: P2p> Comm<P> {
     pub fn report_served(&self) {
         let served = self.served();
         if self.opts.verbose >= 2 && served > 0 {
+            let alg = match self.algorithm() {
+                Algorithm::Toggle | Algorithm::Counter if self.unusable() => "linear (no device)".to_string(),
+                a => a.to_string(),
+            };
             report::verbose(2, &format!(
-                "rank {} of communicator cid {}: served {} barriers with {}",
-                self.rank,
-                self.cid,
-                served,
-                self.algorithm()
+                "rank {} of communicator cid {}: served {} barriers with {alg}",
+                self.rank, self.cid, served
             ));
         }
     }

@@ -22,7 +22,7 @@ use std::sync::{Mutex, TryLockError};
 use crate::bootstrap::Boot;
 use crate::comm::{Comm, Ticket};
 use crate::hier::HierOp;
-use crate::linear::{self, LinearOp};
+use crate::linear::LinearOp;
 use crate::lookout::Lookout;
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::report::guard;
@@ -30,30 +30,15 @@ use crate::p2p::pml::Pml;
 use crate::p2p::P2p;
 use crate::wait::{self, WaitPolicy};
 
-/// The barrier a lower-priority component had installed, kept (with a
-/// reference on its module) for when our device cannot be set up.
-pub struct Fallback<F> {
-    pub call: F,
-    pub module: *mut Module,
-}
-
-impl<F> Drop for Fallback<F> {
-    fn drop(&mut self) {
-        // SAFETY: we retained this module when we saved it.
-        unsafe { ffi::hwb_obj_release(self.module.cast()) };
-    }
-}
-
 pub type BarrierFn = unsafe extern "C" fn(*mut OmpiComm, *mut Module) -> c_int;
 
-/// Serves the barriers of one communicator: the blocking fast path, the
-/// queue of barriers in flight, and the component below ours. The Rust
+/// Serves the barriers of one communicator: the blocking fast path and
+/// the queue of barriers in flight. The Rust
 /// state of an hwbarr module object (`ompi::module`), dropped when Open
 /// MPI destroys the module (communicator freed, MPI_Finalize).
 pub struct Server {
     pub(crate) module: *mut Module,
     ompi_comm: *mut OmpiComm,
-    pub(crate) fallback: Option<Fallback<BarrierFn>>,
     pub comm: Comm<Pml>,
     /// Barriers issued but not finished (non-blocking ones, or a blocking
     /// one that had to queue behind them): the blocking fast path must not
@@ -67,7 +52,6 @@ impl Server {
         Server {
             module: null_mut(),
             ompi_comm,
-            fallback: None,
             comm,
             engine: Mutex::new(Engine::default()),
             queued: AtomicBool::new(false),
@@ -87,24 +71,18 @@ impl Server {
             // hwbarr's exchanges failed here: every later barrier fails.
             return rc;
         }
-        // Without a device, a blocking barrier must not overtake the
-        // non-blocking ones queued before it: hwbarr's linear barrier runs
-        // those on the same tag as the blocking barrier below ours (and as
-        // hwbarr's own linear one), so a rank that took them out of order
-        // would match another barrier's messages.
-        if !c.on_device() {
+        if !c.on_device() || c.unusable() {
+            // hwbarr's linear barrier, agreed on or for want of a device,
+            // serves every kind of barrier here, so that a failure notice
+            // always meets a receive of hwbarr's. Its messages share one
+            // tag: a blocking barrier must not overtake the non-blocking
+            // ones queued before it, or it would match their messages.
             if !c.agreed() || self.queued.load(Acquire) {
                 // The first exchange (every rank takes part), or our turn
                 // behind queued ones; then linear.
                 return blocking(self);
             }
             return code(c.linear_barrier());
-        }
-        if c.unusable() {
-            if self.queued.load(Acquire) {
-                return blocking(self);
-            }
-            return self.fallback_barrier();
         }
         if c.is_multi_node() {
             return match c.topo() {
@@ -125,25 +103,6 @@ impl Server {
             Some(seg) if !self.queued.load(Acquire) => code(c.device_barrier(seg)),
             // First barrier (sets the device up) or behind queued ones.
             _ => blocking(self),
-        }
-    }
-
-    /// A blocking barrier once the first exchange decided against the
-    /// device: hwbarr's linear barrier if agreed on, else the one below ours.
-    fn barrier_without_device(&self) -> c_int {
-        if self.comm.algorithm() == crate::settings::Algorithm::Linear {
-            code(self.comm.linear_barrier())
-        } else {
-            self.fallback_barrier()
-        }
-    }
-
-    fn fallback_barrier(&self) -> c_int {
-        match &self.fallback {
-            // SAFETY: a barrier function and module Open MPI installed on
-            // this communicator; we hold a reference on the module.
-            Some(f) => unsafe { (f.call)(self.ompi_comm, f.module) },
-            None => code(linear::barrier(self.comm.p2p(), self.comm.rank(), self.comm.size())),
         }
     }
 }
@@ -179,7 +138,8 @@ enum Entered {
     /// No device (or linear agreed on): hwbarr's linear barrier over
     /// point-to-point. Not the component below: libnbc takes its tag when
     /// its MPI_Ibarrier is called, and one queued here would call it out
-    /// of order with the other non-blocking collectives issued meanwhile.
+    /// of order with the other non-blocking collectives issued meanwhile;
+    /// and hwbarr's failure notices would not reach its receives.
     Linear(LinearOp<Pml>),
     /// A communicator spanning nodes.
     Hier(Box<HierOp<Pml>>),
@@ -245,11 +205,8 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
             }
             if front.req.is_null() && c.unusable() {
                 // A blocking MPI_Barrier, and no device: its caller runs
-                // a blocking barrier without it (`blocking`), as every
-                // peer does for this barrier. The non-blocking one below
-                // ours would be another algorithm on other tags, and the
-                // peers that called MPI_Barrier with nothing queued would
-                // never meet it.
+                // hwbarr's blocking linear barrier (`blocking`), as every
+                // peer that called MPI_Barrier with nothing queued does.
                 break;
             }
             e.head = Some(if c.unusable() {
@@ -358,9 +315,9 @@ fn blocking(st: &Server) -> c_int {
         id
     };
     // Our barrier finished (with its code), or it is our turn and there is
-    // no device (found by a barrier queued before ours): then the blocking
-    // barrier below ours (or hwbarr's linear one, if agreed on) serves this
-    // one, outside our lock, as on every peer.
+    // no device (found by a barrier queued before ours): then hwbarr's
+    // blocking linear barrier serves this one, outside our lock, as on
+    // every peer.
     enum End {
         Finished(c_int),
         WithoutDevice,
@@ -388,7 +345,7 @@ fn blocking(st: &Server) -> c_int {
     release(rel);
     match end.expect("finished") {
         End::Finished(rc) => rc,
-        End::WithoutDevice => st.barrier_without_device(),
+        End::WithoutDevice => code(st.comm.linear_barrier()),
     }
 }
 

@@ -88,7 +88,7 @@ pub struct Agreed {
     pub algorithm: Algorithm,
     /// The leaders' algorithm (rank 0's request, resolved by node count).
     pub inter: InterAlgorithm,
-    /// Some(why): every rank falls back to the component below.
+    /// Some(why): every rank falls back to hwbarr's linear barrier.
     pub fallback: Option<String>,
     /// Rank 0 only: what differed between the ranks.
     pub disagreement: Option<String>,

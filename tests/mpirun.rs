@@ -1066,7 +1066,7 @@ fn device_refused_queued_ibarrier_keeps_collective_order() {
                 assert_eq!(job.stdout().matches("overlap OK").count(), np, "{what}\n{}", job.dump());
                 if refused {
                     assert!(
-                        job.stderr().contains("MPI_Ibarrier and the persistent barrier run hwbarr's linear barrier"),
+                        job.stderr().contains("every barrier here runs hwbarr's linear barrier over point-to-point"),
                         "{what}\n{}",
                         job.dump()
                     );
@@ -1743,9 +1743,8 @@ fn p2p_failure_on_one_rank_reaches_every_rank() {
 }
 
 /// The device refused on every rank, so the device exchange decides to
-/// fall back, and rank 0's send of that verdict to one member fails: the
-/// members already told run the component below from then on, where no
-/// failure notice reaches them, so rank 0 sends the verdict again and every
+/// fall back, and rank 0's send of that verdict to one member fails:
+/// falling back is no error, so rank 0 sends the verdict again and every
 /// rank falls back without an error (rank 0 says so).
 #[test]
 fn p2p_failure_of_a_fallback_verdict_sends_it_again() {
@@ -1772,6 +1771,53 @@ fn p2p_failure_of_a_fallback_verdict_sends_it_again() {
                 job.dump()
             );
             assert!(err.contains("no shared-memory device"), "{what}\n{}", job.dump());
+        }
+    });
+}
+
+/// The device refused on every rank, so every barrier runs hwbarr's linear
+/// barrier; blocking, non-blocking and persistent ones in turn; then one
+/// point-to-point operation of rank 0 (the gatherer) or of rank 3 fails.
+/// Every rank gets an MPI error, at the failing rank's barrier or the one
+/// after: a rank released before the failure meets rank 0's notice in its
+/// next barrier, whatever its kind. (When blocking barriers went to the
+/// component below, such a rank hung there or got MPI_ERR_TRUNCATE.)
+#[test]
+fn p2p_failure_after_a_fallback_reaches_every_rank() {
+    with_component_path(fault_component_path(), || {
+        for (rank, ops) in [(0usize, &[12u32, 14, 17, 20, 23, 27][..]), (3, &[5, 6, 8, 9][..])] {
+            for &op in ops {
+                let spec = format!("{rank}:{op}");
+                let preload = format!("LD_PRELOAD={}", fault_preload().display());
+                let mut launch =
+                    vec!["-x", &preload, "-x", "HWBARR_FAULT", "-x", "HWBARR_FAULT_P2P", "-x", "HWBARR_KIND"];
+                let mut env =
+                    vec![("HWBARR_FAULT", "memfd"), ("HWBARR_FAULT_P2P", spec.as_str()), ("HWBARR_KIND", "mixed")];
+                if ompi_major() < 5 {
+                    launch.extend(["-x", "HWBARR_WORLD_ERRORS_RETURN"]);
+                    env.push(("HWBARR_WORLD_ERRORS_RETURN", "1"));
+                }
+                let job =
+                    run(launch_cmd(4, &launch, &[("coll_hwbarr_verbose", "1")], &env, &["p2pfault", "12"], 60), 60);
+                let what = format!("memfd refused, rank {rank}'s operation {op} fails");
+                let out = job.stdout();
+                let at = out
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix(&format!("rank {rank}: p2pfault mixed: error at barrier "))?
+                            .split(':')
+                            .next()?
+                            .parse()
+                            .ok()
+                    })
+                    .unwrap_or_else(|| panic!("{what}: the failing rank saw no error\n{}", job.dump()));
+                eprintln!("{what}: error at barrier {at}");
+                assert!(at >= 2, "{what}: the fault hit the device exchange, not the fallback\n{}", job.dump());
+                assert_error_reaches_all(&job, 4, Some(rank), at, &what);
+                let err = job.stderr();
+                let dup_lines = fallback_lines(&err).into_iter().filter(|l| l.contains("(cid 3)")).count();
+                assert_eq!(dup_lines, 1, "{what}: the dup's fallback, said once\n{}", job.dump());
+            }
         }
     });
 }

@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
-use crate::engine::{self, BarrierFn, Fallback, Server};
+use crate::engine::{self, BarrierFn, Server};
 use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request, Module};
 use crate::ompi::report::guard;
 
@@ -54,26 +54,15 @@ unsafe extern "C" fn enable(module: *mut Module, comm: *mut Comm) -> c_int {
         // before any collective runs on it.
         let st = unsafe { state_mut(module) };
         st.set_comm(comm);
-        let (mut f, mut m) = (None, null_mut());
-        // SAFETY: reads the barrier installed so far on this communicator.
-        unsafe { ffi::hwb_comm_current_barrier(comm, &mut f, &mut m) };
-        if let (Some(call), false) = (f, m.is_null()) {
-            // SAFETY: keep the module alive while we may call it.
-            unsafe { ffi::hwb_obj_retain(m.cast()) };
-            st.fallback = Some(Fallback { call, module: m });
-        }
         ffi::SUCCESS
     })
 }
 
-unsafe extern "C" fn disable(module: *mut Module, _comm: *mut Comm) -> c_int {
-    guard("module disable", ffi::ERROR, || {
-        // SAFETY: Open MPI passes our module, after its last collective.
-        let st = unsafe { state_mut(module) };
-        // Drop our references: no cycles between modules.
-        st.fallback = None;
-        ffi::SUCCESS
-    })
+/// Nothing to undo: hwbarr keeps no reference on other modules (without a
+/// device it runs its own linear barrier, not the component below's), and
+/// its state goes with the module object.
+unsafe extern "C" fn disable(_module: *mut Module, _comm: *mut Comm) -> c_int {
+    ffi::SUCCESS
 }
 
 unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {

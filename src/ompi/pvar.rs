@@ -1,6 +1,6 @@
 //! MPI_T performance variable `coll_hwbarr_barriers`: the barriers hwbarr
-//! itself served on a communicator (blocking, non-blocking and persistent;
-//! not those it handed to the component below). Bound to the communicator,
+//! itself served on a communicator (blocking, non-blocking and persistent,
+//! its linear barrier included when there is no device). Bound to the communicator,
 //! so profilers (TAU, Score-P) and the tests read it through
 //! `MPI_T_pvar_*` instead of parsing stderr.
 
