@@ -225,7 +225,7 @@ impl<P: P2p> Comm<P> {
             return (0..self.size).filter(|&q| q != self.rank).collect();
         }
         if self.algorithm() == Algorithm::Linear || self.unusable() {
-            // hwbarr's linear barrier (any kind, or the non-blocking ones).
+            // hwbarr's linear barrier serves every kind of barrier.
             let all: Vec<c_int> = (0..self.size).collect();
             return star(&all, self.rank as usize);
         }

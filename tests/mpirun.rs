@@ -1588,6 +1588,20 @@ fn fault_component_path() -> &'static str {
 /// A `p2pfault` job: `spec` is HWBARR_FAULT_P2P, `kind` the barrier kind,
 /// on one node (`hosts` None, `np` ranks) or on fake nodes.
 fn p2p_job(np: usize, hosts: Option<&str>, spec: &str, kind: &str, on_error: &str, iters: u32) -> Job {
+    p2p_job_with(np, hosts, spec, kind, on_error, iters, None)
+}
+
+/// As `p2p_job`, on one node with the device fault `device` (as in
+/// `fault_launch`) injected on every rank too.
+fn p2p_job_with(
+    np: usize,
+    hosts: Option<&str>,
+    spec: &str,
+    kind: &str,
+    on_error: &str,
+    iters: u32,
+    device: Option<&str>,
+) -> Job {
     let it = iters.to_string();
     let world_er = if ompi_major() < 5 { "1" } else { "" };
     let mut env: Vec<(&str, &str)> =
@@ -1595,10 +1609,17 @@ fn p2p_job(np: usize, hosts: Option<&str>, spec: &str, kind: &str, on_error: &st
     if !world_er.is_empty() {
         env.push(("HWBARR_WORLD_ERRORS_RETURN", world_er));
     }
+    if let Some(d) = device {
+        env.push(("HWBARR_FAULT", d));
+    }
     let args = ["p2pfault", it.as_str()];
     match hosts {
         None => {
+            let preload = format!("LD_PRELOAD={}", fault_preload().display());
             let mut launch = vec![];
+            if device.is_some() {
+                launch.extend(["-x", preload.as_str()]);
+            }
             for (k, _) in &env {
                 launch.extend(["-x", *k]);
             }
@@ -1750,10 +1771,7 @@ fn p2p_failure_on_one_rank_reaches_every_rank() {
 fn p2p_failure_of_a_fallback_verdict_sends_it_again() {
     with_component_path(fault_component_path(), || {
         for (spec, kind) in [("0:5", "blocking"), ("0:6", "nonblocking"), ("0:5", "persistent")] {
-            let preload = format!("LD_PRELOAD={}", fault_preload().display());
-            let launch = ["-x", &preload, "-x", "HWBARR_FAULT", "-x", "HWBARR_FAULT_P2P", "-x", "HWBARR_KIND"];
-            let env = [("HWBARR_FAULT", "memfd"), ("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind)];
-            let job = run(launch_cmd(3, &launch, &[], &env, &["p2pfault", "20"], 60), 60);
+            let job = p2p_job_with(3, None, spec, kind, "", 20, Some("memfd"));
             let what = format!("{spec} {kind}");
             assert!(job.ok(), "{what}\n{}", job.dump());
             let out = job.stdout();
@@ -1787,18 +1805,7 @@ fn p2p_failure_after_a_fallback_reaches_every_rank() {
     with_component_path(fault_component_path(), || {
         for (rank, ops) in [(0usize, &[12u32, 14, 17, 20, 23, 27][..]), (3, &[5, 6, 8, 9][..])] {
             for &op in ops {
-                let spec = format!("{rank}:{op}");
-                let preload = format!("LD_PRELOAD={}", fault_preload().display());
-                let mut launch =
-                    vec!["-x", &preload, "-x", "HWBARR_FAULT", "-x", "HWBARR_FAULT_P2P", "-x", "HWBARR_KIND"];
-                let mut env =
-                    vec![("HWBARR_FAULT", "memfd"), ("HWBARR_FAULT_P2P", spec.as_str()), ("HWBARR_KIND", "mixed")];
-                if ompi_major() < 5 {
-                    launch.extend(["-x", "HWBARR_WORLD_ERRORS_RETURN"]);
-                    env.push(("HWBARR_WORLD_ERRORS_RETURN", "1"));
-                }
-                let job =
-                    run(launch_cmd(4, &launch, &[("coll_hwbarr_verbose", "1")], &env, &["p2pfault", "12"], 60), 60);
+                let job = p2p_job_with(4, None, &format!("{rank}:{op}"), "mixed", "", 12, Some("memfd"));
                 let what = format!("memfd refused, rank {rank}'s operation {op} fails");
                 let out = job.stdout();
                 let at = out
