@@ -68,7 +68,7 @@ lint: deps
 
 test: lint build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
-	$(CARGO) test --release --lib --test model_cores
+	$(CARGO) test --release --lib --test model_cores --test build_abi
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun -- --test-threads=1
 

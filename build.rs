@@ -45,7 +45,7 @@ fn ompi_dirs() -> (Vec<PathBuf>, Vec<PathBuf>) {
         _ => fail(&format!(
             "mpicc not found: install Open MPI with its development headers ({SUPPORTED}; \
              Debian 12: apt-get install openmpi-bin libopenmpi-dev), or set OMPI_PREFIX=<install prefix> \
-             (scripts/build-ompi.sh builds a 5.0 release into one)"
+             (scripts/build-ompi.sh builds a 5.0 or 6.0 release into one)"
         )),
     }
 }
@@ -55,9 +55,32 @@ fn find(incs: &[PathBuf], rel: &str) -> Option<PathBuf> {
     incs.iter().map(|d| d.join(rel)).find(|p| p.exists())
 }
 
+/// Stops the build, naming the Open MPI and how to get them, when the
+/// headers a component needs are not installed.
+fn headers_present(incs: &[PathBuf], (a, b, c): (u32, u32, u32)) {
+    for h in ["ompi/mca/coll/coll.h", "ompi_config.h", "ompi/request/request.h"] {
+        if find(incs, h).is_none() {
+            let how = match env::var("OMPI_PREFIX") {
+                Ok(p) => format!(
+                    "the Open MPI at {p} was installed without them: rebuild it with configure \
+                     --with-devel-headers, or with scripts/build-ompi.sh TARBALL {p}, which also adds the \
+                     headers that --with-devel-headers forgets"
+                ),
+                Err(_) => "install the development headers (Debian: libopenmpi-dev), or point OMPI_PREFIX at \
+                     an Open MPI built with scripts/build-ompi.sh"
+                    .to_string(),
+            };
+            fail(&format!("Open MPI {a}.{b}.{c} has no component headers ({h} is not under {incs:?}): {how}"));
+        }
+    }
+}
+
 fn abi(incs: &[PathBuf]) -> abi::Abi {
     let mpi_h = find(incs, "mpi.h").unwrap_or_else(|| fail(&format!("mpi.h not found under {incs:?}")));
     let text = std::fs::read_to_string(&mpi_h).unwrap_or_default();
+    if let Some(v) = abi::version(&text).filter(|v| abi::supported_line(v.0, v.1)) {
+        headers_present(incs, v);
+    }
     let coll = find(incs, "ompi/mca/coll/coll.h").and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
     abi::decide(&text, &coll).unwrap_or_else(|e| fail(&format!("{e} (headers: {})", mpi_h.display())))
 }
@@ -71,16 +94,6 @@ fn main() {
 
     let (incs, libs) = ompi_dirs();
     let abi = abi(&incs);
-    for h in ["ompi/mca/coll/coll.h", "ompi_config.h", "ompi/request/request.h"] {
-        if find(&incs, h).is_none() {
-            fail(&format!(
-                "Open MPI {}.{}.{}: the component header {h} is not under {incs:?}. Install the \
-                 development headers (Debian: libopenmpi-dev), or build Open MPI with \
-                 scripts/build-ompi.sh (5.0's --with-devel-headers forgets some that it adds)",
-                abi.version.0, abi.version.1, abi.version.2
-            ));
-        }
-    }
     for i in &incs {
         println!("cargo:rerun-if-changed={}", i.join("mpi.h").display());
     }
@@ -161,8 +174,11 @@ fn main() {
              /// The coll framework interface version the component announces.\n\
              pub const COLL_API_VERSION: (i32, i32, i32) = ({}, {}, {});\n\
              /// The MPI name of the persistent barrier in this release.\n\
-             pub const BARRIER_INIT_NAME: &str = {:?};\n",
-            v.0, v.1, v.2, v.0, v.1, v.2, c.0, c.1, c.2, abi.barrier_init
+             pub const BARRIER_INIT_NAME: &str = {:?};\n\
+             /// Open MPI's help system reads help files from disk (false on\n\
+             /// 6.0, which knows only the texts compiled into it).\n\
+             pub const HELP_FILES: bool = {};\n",
+            v.0, v.1, v.2, v.0, v.1, v.2, c.0, c.1, c.2, abi.barrier_init, abi.help_files
         ),
     )
     .expect("write ompi_abi.rs");

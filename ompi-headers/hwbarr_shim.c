@@ -6,6 +6,7 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/group/group.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/mca/coll/base/base.h"
 #include "ompi/mca/coll/base/coll_tags.h"
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
@@ -28,9 +29,26 @@ extern void hwbarr_module_state_drop(void *state);
 typedef struct {
     mca_coll_base_module_t super;
     void *state;
+    /* What held our slots before us (coll API 3.0.0, where a module
+     * installs its own functions): put back at disable. */
+    mca_coll_base_module_barrier_fn_t prev_barrier;
+    mca_coll_base_module_t *prev_barrier_module;
+    mca_coll_base_module_ibarrier_fn_t prev_ibarrier;
+    mca_coll_base_module_t *prev_ibarrier_module;
+    mca_coll_base_module_barrier_init_fn_t prev_barrier_init;
+    mca_coll_base_module_t *prev_barrier_init_module;
 } hwb_module_t;
 
-static void hwb_module_construct(hwb_module_t *m) { m->state = NULL; }
+static void hwb_module_construct(hwb_module_t *m)
+{
+    m->state = NULL;
+    m->prev_barrier = NULL;
+    m->prev_barrier_module = NULL;
+    m->prev_ibarrier = NULL;
+    m->prev_ibarrier_module = NULL;
+    m->prev_barrier_init = NULL;
+    m->prev_barrier_init_module = NULL;
+}
 
 static void hwb_module_destruct(hwb_module_t *m)
 {
@@ -48,6 +66,57 @@ mca_coll_base_module_t *hwb_module_new(void)
 {
     hwb_module_t *m = OBJ_NEW(hwb_module_t);
     return m ? &m->super : NULL;
+}
+
+#if defined(MCA_COLL_BASE_VERSION_3_0_0)
+/* Coll API 3.0.0 (Open MPI 6.0): the base no longer copies a module's
+ * functions into comm->c_coll; each module saves what is there and installs
+ * its own at enable, and at disable (reverse enable order) puts back what
+ * it saved where the slot is still its own. */
+#define HWB_SWAP_IN(comm, m, api)                                          \
+    do {                                                                   \
+        if (NULL != (m)->super.coll_##api) {                               \
+            (m)->prev_##api = (comm)->c_coll->coll_##api;                  \
+            (m)->prev_##api##_module = (comm)->c_coll->coll_##api##_module; \
+            (comm)->c_coll->coll_##api = (m)->super.coll_##api;            \
+            (comm)->c_coll->coll_##api##_module = &(m)->super;             \
+        }                                                                  \
+    } while (0)
+#define HWB_SWAP_OUT(comm, m, api)                                         \
+    do {                                                                   \
+        if (&(m)->super == (comm)->c_coll->coll_##api##_module) {          \
+            (comm)->c_coll->coll_##api = (m)->prev_##api;                  \
+            (comm)->c_coll->coll_##api##_module = (m)->prev_##api##_module; \
+        }                                                                  \
+        (m)->prev_##api = NULL;                                            \
+        (m)->prev_##api##_module = NULL;                                   \
+    } while (0)
+#endif
+
+void hwb_module_install(mca_coll_base_module_t *module, ompi_communicator_t *comm)
+{
+#if defined(MCA_COLL_BASE_VERSION_3_0_0)
+    hwb_module_t *m = (hwb_module_t *) module;
+    HWB_SWAP_IN(comm, m, barrier);
+    HWB_SWAP_IN(comm, m, ibarrier);
+    HWB_SWAP_IN(comm, m, barrier_init);
+#else
+    (void) module;
+    (void) comm;
+#endif
+}
+
+void hwb_module_uninstall(mca_coll_base_module_t *module, ompi_communicator_t *comm)
+{
+#if defined(MCA_COLL_BASE_VERSION_3_0_0)
+    hwb_module_t *m = (hwb_module_t *) module;
+    HWB_SWAP_OUT(comm, m, barrier);
+    HWB_SWAP_OUT(comm, m, ibarrier);
+    HWB_SWAP_OUT(comm, m, barrier_init);
+#else
+    (void) module;
+    (void) comm;
+#endif
 }
 
 void hwb_module_set_state(mca_coll_base_module_t *m, void *state) { ((hwb_module_t *) m)->state = state; }
@@ -108,6 +177,27 @@ const char *hwb_coll_selection(void)
         return NULL;
     }
     return *value;
+}
+
+const char *hwb_component_path(void)
+{
+    char **value = NULL;
+    int idx = mca_base_var_find("opal", "mca", "base", "component_path");
+    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) || NULL == value) {
+        return NULL;
+    }
+    return *value;
+}
+
+const char *hwb_coll_static_component(int i)
+{
+    const mca_base_component_t **list = ompi_coll_base_framework.framework_static_components;
+    for (int k = 0; NULL != list && NULL != list[k]; ++k) {
+        if (k == i) {
+            return list[k]->mca_component_name;
+        }
+    }
+    return NULL;
 }
 
 void hwb_show_help_add_dir(const char *dir) { (void) opal_show_help_add_dir(dir); }

@@ -10,12 +10,18 @@
 #include "ompi/mca/coll/coll.h"
 
 /* Unversioned names only: mca_coll_base_module_t is the 2.3.0 module on
- * Open MPI 4.1 and the 2.4.0 one on 5.0. */
+ * Open MPI 4.1, the 2.4.0 one on 5.0 and the 3.0.0 one on 6.0. */
 
 /* --- module object (an OBJ subclass of mca_coll_base_module_t) --- */
 /* Creates a module whose destructor hands `state` back to Rust. */
 mca_coll_base_module_t *hwb_module_new(void);
 void  hwb_module_set_state(mca_coll_base_module_t *m, void *state);
+/* At enable and disable: on coll API 3.0.0 (Open MPI 6.0), where each
+ * module installs its own functions, put ours into the communicator's
+ * barrier slots (saving what was there), and put that back where the slot
+ * is still ours. No-ops on 4.1 and 5.0, whose base copies them itself. */
+void  hwb_module_install(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
+void  hwb_module_uninstall(mca_coll_base_module_t *module, struct ompi_communicator_t *comm);
 void *hwb_module_state(mca_coll_base_module_t *m);
 void  hwb_obj_retain(void *obj);
 void  hwb_obj_release(void *obj);
@@ -48,6 +54,13 @@ int hwb_mpi_yield_when_idle(void);
 /* The value of the coll framework's selection variable (`--mca coll ...`),
  * or NULL when unset. */
 const char *hwb_coll_selection(void);
+
+/* The component path Open MPI searches for mca_<framework>_<name>.so
+ * files (mca_base_component_path), or NULL. */
+const char *hwb_component_path(void);
+/* The name of the i-th coll component built into Open MPI (0-based), or
+ * NULL past the last: 5.0 and 6.0 build theirs into libmpi. */
+const char *hwb_coll_static_component(int i);
 
 /* --- messages --- */
 /* Adds a directory to the help system's search path. */

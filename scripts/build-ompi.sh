@@ -26,8 +26,8 @@ base=$(basename "$tarball")
 version=$(printf %s "$base" | sed -n 's/^openmpi-\([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*[a-z0-9]*\).*/\1/p')
 [ -n "$version" ] || { echo "build-ompi: cannot read an Open MPI version from '$base' (expected openmpi-X.Y.Z...)" >&2; exit 1; }
 case "$version" in
-  5.0.*) ;;
-  *) echo "build-ompi: Open MPI $version: this script builds the 5.0 release line (4.1 comes from Debian: apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 1 ;;
+  5.0.*|6.0.*) ;;
+  *) echo "build-ompi: Open MPI $version: this script builds the 5.0 and 6.0 release lines (4.1 comes from Debian: apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 1 ;;
 esac
 
 stamp="$prefix/.hwbarr-built"

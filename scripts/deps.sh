@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Makes sure the build prerequisites are here: Open MPI 4.1 with its
-# component headers, and libclang for bindgen. Installs the Debian packages
-# when run as root on Debian; otherwise names what to install.
+# Makes sure the build prerequisites are here: Open MPI (Debian's 4.1, or
+# the one at OMPI_PREFIX) with its component headers, and libclang for
+# bindgen. Installs the Debian packages when run as root on Debian;
+# otherwise names what to install.
 set -euo pipefail
 
 have_ompi() { command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
@@ -12,10 +13,25 @@ have_clang() { ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/li
 want_bench=${1:-}
 have_bench() { [ -z "$want_bench" ] || { command -v gnuplot >/dev/null && command -v python3 >/dev/null; }; }
 
-if [ -n "${OMPI_PREFIX:-}" ]; then export PATH="$OMPI_PREFIX/bin:$PATH"; fi
+# With OMPI_PREFIX the user named an Open MPI: never install Debian's 4.1
+# for it, only check that prefix and say what it lacks.
+if [ -n "${OMPI_PREFIX:-}" ]; then
+  export PATH="$OMPI_PREFIX/bin:$PATH"
+  if [ ! -x "$OMPI_PREFIX/bin/mpicc" ]; then
+    echo "hwbarr: OMPI_PREFIX=$OMPI_PREFIX holds no Open MPI (no bin/mpicc): give the prefix it was installed into (scripts/build-ompi.sh TARBALL PREFIX builds one)" >&2
+    exit 1
+  fi
+  if ! have_ompi; then
+    v=$("$OMPI_PREFIX/bin/mpicc" --showme:version 2>/dev/null | sed -n 's/.*Open MPI \([0-9][0-9.a-z]*\).*/\1/p')
+    echo "hwbarr: the Open MPI ${v:+$v }at $OMPI_PREFIX has no component headers (ompi/mca/coll/coll.h): rebuild it with configure --with-devel-headers, or with scripts/build-ompi.sh TARBALL $OMPI_PREFIX (which also adds the headers --with-devel-headers forgets)" >&2
+    exit 1
+  fi
+  pkgs="libclang-dev"
+else
+  pkgs="openmpi-bin libopenmpi-dev libclang-dev"
+fi
 if have_ompi && have_clang && have_bench; then exit 0; fi
 
-pkgs="openmpi-bin libopenmpi-dev libclang-dev"
 [ -z "$want_bench" ] || pkgs="$pkgs gnuplot-nox python3"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "hwbarr: installing $pkgs (apt-get)"
@@ -24,7 +40,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -qq $pkgs >/dev/null
   have_ompi && have_clang && have_bench && exit 0
 fi
-have_ompi || echo "hwbarr: Open MPI 4.1 with component headers not found: install openmpi-bin and libopenmpi-dev (Debian), or set OMPI_PREFIX=<Open MPI install prefix>" >&2
+have_ompi || echo "hwbarr: Open MPI with component headers not found: install openmpi-bin and libopenmpi-dev (Debian's 4.1), or set OMPI_PREFIX=<Open MPI install prefix>" >&2
 have_clang || echo "hwbarr: libclang not found (bindgen needs it): install libclang-dev (Debian)" >&2
 have_bench || echo "hwbarr: make bench needs gnuplot and python3: install gnuplot-nox python3 (Debian)" >&2
 exit 1

@@ -3,6 +3,7 @@
 # and says which Open MPI will load it from there.
 set -euo pipefail
 so=$1 dir=$2
+case "$dir" in /*) ;; *) dir=$PWD/$dir ;; esac
 [ -f "$so" ] || { echo "install: $so not built (run make)" >&2; exit 1; }
 install -d "$dir"
 built_for() { grep -aoE 'Open MPI [0-9]+\.[0-9]+\.[0-9]+' "$1" 2>/dev/null | head -1; }
@@ -23,5 +24,7 @@ case "$dir" in
   "$pkglib") ;;
   "$HOME/.openmpi/components")
     echo "  on the default component path of every Open MPI of this user: a build for another release line there would be replaced" ;;
-  *) echo "  not on Open MPI's default component path: add --mca mca_base_component_path $pkglib:$HOME/.openmpi/components:$dir" ;;
+  *) # The environment form: mpirun and ompi_info both honour it (5.0's
+     # ompi_info ignores --mca NAME VALUE on its command line).
+     echo "  not on Open MPI's default component path: export OMPI_MCA_mca_base_component_path=$pkglib:$HOME/.openmpi/components:$dir" ;;
 esac

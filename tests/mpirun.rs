@@ -764,8 +764,27 @@ fn make_install_targets_the_open_mpi_it_was_built_for() {
     assert_eq!(dir, want, "make component-dir (OMPI_PREFIX={:?})", std::env::var("OMPI_PREFIX").ok());
 }
 
+/// The coll components `ompi_info` lists for the Open MPI under test,
+/// with hwbarr on the component path.
+fn ompi_info_coll_components() -> Vec<String> {
+    let out = Command::new("ompi_info").env("OMPI_MCA_mca_base_component_path", component_path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut names: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("MCA coll: "))
+        .map(|rest| rest.split_whitespace().next().unwrap().to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    assert!(names.contains(&"hwbarr".to_string()) && names.len() > 4, "{text}");
+    names
+}
+
 /// `--mca coll hwbarr` alone: Open MPI cannot start the job (nothing
-/// serves the other collectives), and hwbarr says once what to write.
+/// serves the other collectives), and hwbarr says once what to write:
+/// nothing, or a list of every coll component this Open MPI has (what
+/// `ompi_info` lists), so that nothing the default selection would use is
+/// lost (coll/inter for intercommunicators).
 #[test]
 fn sole_hwbarr_selection_says_what_to_write() {
     let job = mpirun(2, &[("coll", "hwbarr")], &[], &["semantics", "1"], 60);
@@ -773,12 +792,17 @@ fn sole_hwbarr_selection_says_what_to_write() {
     let advice: Vec<_> =
         job.stderr().lines().filter(|l| l.contains("'--mca coll hwbarr' allows no other")).map(String::from).collect();
     assert_eq!(advice.len(), 1, "{}", job.dump());
-    assert!(advice[0].contains("hwbarr,tuned,libnbc,basic,self"), "{}", advice[0]);
+    assert!(advice[0].contains("write nothing"), "{}", advice[0]);
+    let list = advice[0].split("'--mca coll ").nth(2).and_then(|r| r.split('\'').next()).expect("a list").to_string();
+    let mut names: Vec<String> = list.split(',').map(String::from).collect();
+    assert_eq!(names[0], "hwbarr", "{list}");
+    names.sort();
+    assert_eq!(names, ompi_info_coll_components(), "the advice names every coll component: {list}");
     // With the list it names, the same job runs and hwbarr serves it.
     let b = board();
     let job = mpirun(
         2,
-        &[("coll", "hwbarr,tuned,libnbc,basic,self"), ("coll_hwbarr_verbose", "2")],
+        &[("coll", &list), ("coll_hwbarr_verbose", "2")],
         &[("HWBARR_BOARD", b.to_str().unwrap())],
         &["semantics", "50"],
         60,
@@ -786,6 +810,16 @@ fn sole_hwbarr_selection_says_what_to_write() {
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
     assert!(job.ok() && !job.stderr().contains("allows no other"), "{}", job.dump());
     assert_eq!(served(&job.stderr(), 0), vec![50; 2], "{}", job.dump());
+    // Intercommunicator collectives under that list and under the default
+    // selection (coll/basic's intercommunicator scatter crashed under the
+    // shorter list hwbarr used to recommend).
+    for np in [3, 4, 5] {
+        for mca in [vec![("coll", list.as_str())], vec![]] {
+            let job = mpirun(np, &mca, &[], &["intercomm", "20"], 60);
+            let ok = job.stdout().matches("intercomm OK").count();
+            assert!(job.ok() && ok == np, "np {np}, {mca:?}: {}", job.dump());
+        }
+    }
 }
 
 /// A component built for the other release line (4.1 vs 5.0), found on

@@ -140,20 +140,63 @@ fn version_mismatch() -> Option<String> {
 
 /// `--mca coll hwbarr` alone (how the TUC component was selected) leaves
 /// every other collective without a provider, and Open MPI then fails
-/// MPI_Init with an obscure "Not found". Say what to write instead.
-fn sole_component_advice() -> Option<&'static str> {
+/// MPI_Init with an obscure "Not found". Say what to write instead: nothing,
+/// or a list that keeps every coll component this Open MPI has (what it
+/// selects from without a list: inter for intercommunicators, sync, ...).
+fn sole_component_advice() -> Option<String> {
     // SAFETY: returns Open MPI's own NUL-terminated value or NULL.
-    let v = unsafe { ffi::hwb_coll_selection() };
-    if v.is_null() {
+    let list = unsafe { c_str(ffi::hwb_coll_selection()) }?;
+    let names: Vec<&str> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    if names != ["hwbarr"] {
         return None;
     }
-    // SAFETY: non-null, NUL-terminated, owned by the variable system.
-    let list = unsafe { std::ffi::CStr::from_ptr(v) }.to_string_lossy();
-    let names: Vec<&str> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
-    (names == ["hwbarr"]).then_some(
-        "'--mca coll hwbarr' allows no other coll component: write '--mca coll hwbarr,tuned,libnbc,basic,self', \
-         or nothing at all (once installed, hwbarr serves MPI_Barrier by its priority)",
-    )
+    Some(format!(
+        "'--mca coll hwbarr' allows no other coll component: write nothing (once installed, hwbarr serves \
+         MPI_Barrier by its priority), or '--mca coll {}' (every coll component of this Open MPI)",
+        recommended_list(&coll_components()).join(",")
+    ))
+}
+
+/// Copies a NUL-terminated string Open MPI owns.
+///
+/// # Safety
+/// `p` is NULL or a valid NUL-terminated string.
+unsafe fn c_str(p: *const c_char) -> Option<String> {
+    // SAFETY: see above.
+    (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// The coll components this Open MPI has: those built into it and the
+/// `mca_coll_<name>.so` files on its component path.
+fn coll_components() -> Vec<String> {
+    let mut names = vec![];
+    for i in 0.. {
+        // SAFETY: returns a component's static name or NULL past the last.
+        match unsafe { c_str(ffi::hwb_coll_static_component(i)) } {
+            Some(n) => names.push(n),
+            None => break,
+        }
+    }
+    // SAFETY: returns Open MPI's own NUL-terminated value or NULL.
+    let path = unsafe { c_str(ffi::hwb_component_path()) }.unwrap_or_default();
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            if let Some(n) = file.strip_prefix("mca_coll_").and_then(|f| f.strip_suffix(".so")) {
+                names.push(n.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// hwbarr first, then every other component once, by name.
+fn recommended_list(found: &[String]) -> Vec<String> {
+    let mut rest: Vec<String> = found.iter().filter(|n| *n != "hwbarr").cloned().collect();
+    rest.sort();
+    rest.dedup();
+    std::iter::once("hwbarr".to_string()).chain(rest).collect()
 }
 
 /// At MPI_Init: check the prerequisites.
@@ -167,7 +210,7 @@ unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> 
         }
         if let Some(advice) = sole_component_advice() {
             if speaks_for_job() {
-                report::warn(Topic::SoleComponent, advice);
+                report::warn(Topic::SoleComponent, &advice);
             }
         }
         if !cfg!(target_os = "linux") {
@@ -221,4 +264,17 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         }
         m
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recommended_list;
+
+    #[test]
+    fn the_recommended_list_is_hwbarr_and_every_other_component_once() {
+        let found: Vec<String> =
+            ["tuned", "inter", "hwbarr", "basic", "self", "tuned", "sync"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(recommended_list(&found), ["hwbarr", "basic", "inter", "self", "sync", "tuned"]);
+        assert_eq!(recommended_list(&[]), ["hwbarr"]);
+    }
 }

@@ -54,15 +54,25 @@ unsafe extern "C" fn enable(module: *mut Module, comm: *mut Comm) -> c_int {
         // before any collective runs on it.
         let st = unsafe { state_mut(module) };
         st.set_comm(comm);
+        // Last, once nothing can fail: on 6.0 a module puts its functions
+        // into the communicator itself (a no-op where the base does it).
+        // SAFETY: our module, made by `new_module`, and its communicator.
+        unsafe { ffi::hwb_module_install(module, comm) };
         ffi::SUCCESS
     })
 }
 
-/// Nothing to undo: hwbarr keeps no reference on other modules (without a
-/// device it runs its own linear barrier, not the component below's), and
-/// its state goes with the module object.
-unsafe extern "C" fn disable(_module: *mut Module, _comm: *mut Comm) -> c_int {
-    ffi::SUCCESS
+/// On 6.0, hands the barrier slots that are still ours back to what held
+/// them before. Nothing else to undo: hwbarr keeps no reference on other
+/// modules (without a device it runs its own linear barrier, not the
+/// component below's), and its state goes with the module object.
+unsafe extern "C" fn disable(module: *mut Module, comm: *mut Comm) -> c_int {
+    guard("module disable", ffi::ERROR, || {
+        // SAFETY: Open MPI passes our module and the communicator it was
+        // enabled on, still alive while its collectives are torn down.
+        unsafe { ffi::hwb_module_uninstall(module, comm) };
+        ffi::SUCCESS
+    })
 }
 
 unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {

@@ -4,7 +4,11 @@
 //! help search path), rendered by Open MPI's help system in its usual boxed
 //! form; diagnostics (`coll_hwbarr_verbose`) go to an Open MPI output
 //! stream. If the help file is not beside the component (a copied .so), a
-//! warning is one plain `coll:hwbarr:` line instead.
+//! warning is one plain `coll:hwbarr:` line instead. Open MPI 6.0's help
+//! system knows only the texts compiled into Open MPI and no longer reads
+//! files (it prints a "Sorry!" box for any other): there hwbarr renders the
+//! same topics itself, in the same box, from the help file compiled into
+//! the .so.
 //!
 //! A warning is written by the one process that speaks for the event
 //! (world rank 0 for the job, a communicator's rank 0 for it), in a single
@@ -51,6 +55,31 @@ impl Topic {
     }
 }
 
+/// The help file as built into the .so, for release lines whose help
+/// system reads no files (`ffi::abi::HELP_FILES`).
+const HELP_TEXT: &str = include_str!("../../share/help-coll-hwbarr.txt");
+
+/// The line Open MPI's help system draws above and below a message.
+const DASH_LINE: &str = "--------------------------------------------------------------------------\n";
+
+/// The text of `[topic]` in a help file: the lines up to the next topic,
+/// without `#` comment lines (the help file format Open MPI reads).
+fn topic_text(file: &str, topic: &str) -> Option<String> {
+    let head = format!("[{topic}]");
+    let mut lines = file.lines().skip_while(|l| l.trim_end() != head);
+    lines.next()?;
+    let body: Vec<&str> = lines.take_while(|l| !l.starts_with('[')).filter(|l| !l.starts_with('#')).collect();
+    Some(body.iter().map(|l| format!("{l}\n")).collect())
+}
+
+/// `topic` of the built-in help file with `summary` as its `%s`, boxed as
+/// Open MPI's help system boxes a message with an error header.
+fn render_builtin(topic: Topic, summary: &str) -> Option<String> {
+    let text = topic_text(HELP_TEXT, topic.key().to_str().ok()?)?;
+    let text = text.replacen("%s", summary, 1);
+    Some(format!("{DASH_LINE}{text}{DASH_LINE}"))
+}
+
 static HELP_FOUND: AtomicBool = AtomicBool::new(false);
 static STREAM: AtomicI32 = AtomicI32::new(-1);
 static VERBOSITY: AtomicI32 = AtomicI32::new(0);
@@ -73,6 +102,9 @@ fn component_dir() -> Option<PathBuf> {
 /// At component registration: find the help file and open the output
 /// stream. Safe to call more than once.
 pub fn init() {
+    if !ffi::abi::HELP_FILES {
+        return;
+    }
     if let Some(dir) = component_dir().filter(|d| d.join(HELP_FILE).is_file()) {
         if !HELP_FOUND.swap(true, Relaxed) {
             if let Ok(c) = CString::new(dir.to_string_lossy().as_bytes()) {
@@ -97,7 +129,13 @@ pub fn set_verbosity(verbosity: c_int) {
 /// which rank speaks.
 pub fn warn(topic: Topic, summary: &str) {
     let line = summary.replace('\n', " ");
-    if HELP_FOUND.load(Relaxed) {
+    if !ffi::abi::HELP_FILES {
+        if let Some(text) = render_builtin(topic, &line) {
+            use std::io::Write;
+            let _ = std::io::stderr().write_all(text.as_bytes());
+            return;
+        }
+    } else if HELP_FOUND.load(Relaxed) {
         if let Some(text) = render(topic, &line) {
             use std::io::Write;
             let _ = std::io::stderr().write_all(text.as_bytes());
@@ -161,4 +199,35 @@ pub fn guard<T>(what: &str, fail: T, f: impl FnOnce() -> T) -> T {
         warn(Topic::InternalError, &format!("internal error in {what}: {msg}"));
         fail
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_topic_is_in_the_built_in_help_file() {
+        for t in [
+            Topic::InvalidValue,
+            Topic::VersionMismatch,
+            Topic::SoleComponent,
+            Topic::NoDevice,
+            Topic::Disagreement,
+            Topic::NotHwbarr,
+            Topic::InternalError,
+        ] {
+            let r = render_builtin(t, "SUMMARY LINE").unwrap_or_else(|| panic!("{t:?} missing"));
+            assert!(r.starts_with(DASH_LINE) && r.ends_with(DASH_LINE), "{r}");
+            assert!(r.contains("SUMMARY LINE") && !r.contains("%s"), "{t:?}: {r}");
+            assert!(!r.lines().any(|l| l.starts_with('#') || l.starts_with('[')), "{t:?}: {r}");
+        }
+        assert!(topic_text(HELP_TEXT, "no-such-topic").is_none());
+    }
+
+    #[test]
+    fn a_topic_ends_at_the_next_one_and_skips_comments() {
+        let f = "# head\n[a]\nline 1\n# note\n\nline 2\n[b]\nother\n";
+        assert_eq!(topic_text(f, "a").unwrap(), "line 1\n\nline 2\n");
+        assert_eq!(topic_text(f, "b").unwrap(), "other\n");
+    }
 }
