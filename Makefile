@@ -1,6 +1,7 @@
-# hwbarr — Open MPI coll component (Rust cdylib), for Open MPI 4.1 and 5.0.
+# hwbarr — Open MPI coll component (Rust cdylib), for Open MPI 4.1, 5.0 and 6.0.
 #   make            build the component for the Open MPI on PATH (or OMPI_PREFIX)
-#   make install    copy it where that Open MPI loads it (see COMPONENT_DIR)
+#   make install    copy it where that Open MPI loads it (see COMPONENT_DIR);
+#                   PREFIX=<dir>: into a prefix of its own, with a module file
 #   make run        build, install into a private dir, hwbarr vs. the stock barrier
 #   make test       lint, unit tests, model checks, mpirun integration tests
 #   make lint       cargo fmt --check and clippy (warnings are errors)
@@ -36,7 +37,16 @@ PRIVATE_DIR := $(TARGET_DIR)/components
 # (The ompi_info of that Open MPI by path: $(shell) does not see the PATH
 # exported above in make 4.3.)
 OMPI_INFO    := $(if $(OMPI_PREFIX),$(OMPI_PREFIX)/bin/ompi_info,ompi_info)
+MPICC        := $(if $(OMPI_PREFIX),$(OMPI_PREFIX)/bin/mpicc,mpicc)
 PKGLIBDIR    = $(shell $(OMPI_INFO) --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
+OMPI_RELEASE = $(shell $(MPICC) --showme:version 2>/dev/null | sed -n 's/.*Open MPI \([0-9][0-9.a-z]*\).*/\1/p')
+# `make install PREFIX=<dir>`: a prefix of hwbarr's own, one component
+# directory per Open MPI release, and a module file that points that Open
+# MPI at it (scripts/modulefile.sh).
+ifneq ($(strip $(PREFIX)),)
+  override PREFIX := $(abspath $(PREFIX))
+  COMPONENT_DIR ?= $(PREFIX)/lib/hwbarr/openmpi-$(OMPI_RELEASE)
+endif
 COMPONENT_DIR ?= $(shell d="$(PKGLIBDIR)"; if [ -n "$$d" ] && [ -w "$$d" ]; then echo "$$d"; else echo "$(HOME)/.openmpi/components"; fi)
 export HWBARR_TARGET_DIR := $(TARGET_DIR)
 
@@ -52,7 +62,8 @@ build: deps
 	@echo "built $(SO) for $$(mpicc --showme:version 2>/dev/null | sed 's/^mpicc: //')"
 
 install: build
-	@scripts/install.sh "$(SO)" "$(COMPONENT_DIR)"
+	@HWBARR_MODULE=$(if $(PREFIX),1,) scripts/install.sh "$(SO)" "$(COMPONENT_DIR)"
+	@if [ -n "$(PREFIX)" ]; then scripts/modulefile.sh "$(PREFIX)" "$(COMPONENT_DIR)" "$(PKGLIBDIR)" "$(OMPI_RELEASE)"; fi
 
 # Where `make install` would put the component (for users and the tests).
 component-dir:
@@ -67,6 +78,7 @@ lint: deps
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
 test: lint build
+	@scripts/deps.sh test
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores --test build_abi
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep

@@ -9,9 +9,17 @@ have_ompi() { command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
   for d in $(mpicc --showme:incdirs 2>/dev/null); do [ -f "$d/ompi/mca/coll/coll.h" ] && return 0; done; return 1; }
 have_clang() { ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; }
 
-# `deps.sh bench` also wants gnuplot for the chart and python3 for the driver.
-want_bench=${1:-}
-have_bench() { [ -z "$want_bench" ] || { command -v gnuplot >/dev/null && command -v python3 >/dev/null; }; }
+# `deps.sh bench` also wants gnuplot for the chart and python3 for the
+# driver; `deps.sh test` wants Lmod, whose module command the module file
+# test loads hwbarr with.
+want=${1:-}
+have_extra() {
+  case "$want" in
+    bench) command -v gnuplot >/dev/null && command -v python3 >/dev/null ;;
+    test) [ -f /usr/share/lmod/lmod/init/bash ] ;;
+    *) true ;;
+  esac
+}
 
 # With OMPI_PREFIX the user named an Open MPI: never install Debian's 4.1
 # for it, only check that prefix and say what it lacks.
@@ -30,17 +38,23 @@ if [ -n "${OMPI_PREFIX:-}" ]; then
 else
   pkgs="openmpi-bin libopenmpi-dev libclang-dev"
 fi
-if have_ompi && have_clang && have_bench; then exit 0; fi
+if have_ompi && have_clang && have_extra; then exit 0; fi
 
-[ -z "$want_bench" ] || pkgs="$pkgs gnuplot-nox python3"
+case "$want" in
+  bench) pkgs="$pkgs gnuplot-nox python3" ;;
+  test) pkgs="$pkgs lmod" ;;
+esac
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "hwbarr: installing $pkgs (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq $pkgs >/dev/null
-  have_ompi && have_clang && have_bench && exit 0
+  have_ompi && have_clang && have_extra && exit 0
 fi
 have_ompi || echo "hwbarr: Open MPI with component headers not found: install openmpi-bin and libopenmpi-dev (Debian's 4.1), or set OMPI_PREFIX=<Open MPI install prefix>" >&2
 have_clang || echo "hwbarr: libclang not found (bindgen needs it): install libclang-dev (Debian)" >&2
-have_bench || echo "hwbarr: make bench needs gnuplot and python3: install gnuplot-nox python3 (Debian)" >&2
+have_extra || case "$want" in
+  bench) echo "hwbarr: make bench needs gnuplot and python3: install gnuplot-nox python3 (Debian)" >&2 ;;
+  test) echo "hwbarr: make test needs Lmod for its module file test: install lmod (Debian)" >&2 ;;
+esac
 exit 1

@@ -20,11 +20,15 @@ install -m 0644 "$so" "$dir/mca_coll_hwbarr.so"
 install -m 0644 "$(dirname "$0")/../share/help-coll-hwbarr.txt" "$dir/help-coll-hwbarr.txt"
 echo "installed $dir/mca_coll_hwbarr.so (built for $(mpicc --showme:version 2>/dev/null | sed 's/^mpicc: //; s/ (Language.*//'))"
 pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
+# With a module file (make install PREFIX=...), that says how to load it.
+[ -z "${HWBARR_MODULE:-}" ] || exit 0
 case "$dir" in
   "$pkglib") ;;
   "$HOME/.openmpi/components")
     echo "  on the default component path of every Open MPI of this user: a build for another release line there would be replaced" ;;
   *) # The environment form: mpirun and ompi_info both honour it (5.0's
-     # ompi_info ignores --mca NAME VALUE on its command line).
-     echo "  not on Open MPI's default component path: export OMPI_MCA_mca_base_component_path=$pkglib:$HOME/.openmpi/components:$dir" ;;
+     # ompi_info ignores --mca NAME VALUE on its command line). The
+     # per-user directory last: 4.1 stops reading the path at a directory
+     # that does not exist.
+     echo "  not on Open MPI's default component path: export OMPI_MCA_mca_base_component_path=$pkglib:$dir:$HOME/.openmpi/components" ;;
 esac

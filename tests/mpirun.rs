@@ -764,6 +764,64 @@ fn make_install_targets_the_open_mpi_it_was_built_for() {
     assert_eq!(dir, want, "make component-dir (OMPI_PREFIX={:?})", std::env::var("OMPI_PREFIX").ok());
 }
 
+/// `make install PREFIX=<dir>` installs hwbarr into a prefix of its own
+/// with a module file; loaded with Lmod in a fresh login shell, it makes
+/// the Open MPI under test list hwbarr in `ompi_info` (Open MPI's own
+/// components still there) and serve a job's barriers with it, and
+/// unloading it leaves nothing set.
+#[test]
+fn module_file_makes_open_mpi_load_hwbarr() {
+    let prefix = scratch("module-prefix");
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-s", "install"])
+        .arg(format!("PREFIX={}", prefix.display()))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("make");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "make install PREFIX: {said}");
+    let name = said
+        .split("module load ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("make install names the module: {said}"))
+        .to_string();
+    // The Open MPI under test on PATH, nothing else of this process's
+    // environment: a fresh login shell, where Debian's Lmod defines `module`.
+    let path = std::env::var("PATH").unwrap_or_default();
+    let bin = std::env::split_paths(&path).find(|d| d.join("ompi_info").is_file()).expect("ompi_info on PATH");
+    let b = board();
+    let script = format!(
+        "module use {prefix}/modulefiles && module load {name} || exit 9\n\
+         ompi_info | grep 'MCA coll:'\n\
+         timeout -k 5 60 mpirun {over} -np 2 --mca coll_hwbarr_verbose 2 {exe} semantics 20 || exit 8\n\
+         module unload {name}\n\
+         echo \"after unload: [${{OMPI_MCA_mca_base_component_path-}}]\"\n",
+        prefix = prefix.display(),
+        over = rte::oversubscribe().join(" "),
+        exe = target_dir().join("examples/barrier_check").display(),
+    );
+    let _g = lock();
+    let out = Command::new("env")
+        .arg("-i")
+        .arg(format!("HOME={}", std::env::var("HOME").unwrap_or_default()))
+        .arg(format!("PATH={}:/usr/local/bin:/usr/bin:/bin", bin.display()))
+        .args(["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"])
+        .arg(format!("HWBARR_BOARD={}", b.display()))
+        .args(["bash", "-lc", &script])
+        .output()
+        .expect("bash");
+    drop(_g);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let dump = format!("{script}\n--- status {:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}", out.status);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    let _ = std::fs::remove_dir_all(&prefix);
+    assert!(out.status.success(), "{dump}");
+    assert!(stdout.contains("MCA coll: hwbarr") && stdout.contains("MCA coll: tuned"), "{dump}");
+    assert_eq!(served(&stderr, 0), vec![20; 2], "hwbarr served MPI_COMM_WORLD: {dump}");
+    assert!(stdout.contains("after unload: []"), "{dump}");
+}
+
 /// The coll components `ompi_info` lists for the Open MPI under test,
 /// with hwbarr on the component path.
 fn ompi_info_coll_components() -> Vec<String> {
