@@ -115,15 +115,16 @@ fn main() {
             println!("cargo:rustc-link-search=native={}", l.display());
         }
     }
-    // The component needs libmpi (its soname, libmpi.so.40, is the same on
-    // 4.1 and 5.0) and reaches Open PAL's symbols through it. libopen-pal is
-    // not a direct dependency of the .so: its soname differs between release
-    // lines (.40, .80), and a component loaded by the other line must reach
-    // our version check (component.rs) instead of failing in dlopen or
-    // pulling a second Open PAL into the process. Test programs, which link
-    // the same code into executables, name it themselves.
-    println!("cargo:rustc-link-lib=dylib=mpi");
+    // The component names no Open MPI library as a dependency: it runs
+    // inside a process that has loaded libmpi and Open PAL already, and
+    // resolves their symbols there. Their sonames differ between release
+    // lines (libmpi.so.40 on 4.1 and 5.0, .so.0 on 6.0.0a1; Open PAL .40,
+    // .80, .0), and a component loaded by another line must reach our
+    // version check (component.rs) instead of failing in dlopen or pulling
+    // a second libmpi into the process. Test programs, which link the same
+    // code into executables, name both themselves.
     for kind in ["tests", "examples"] {
+        println!("cargo:rustc-link-arg-{kind}=-lmpi");
         println!("cargo:rustc-link-arg-{kind}=-lopen-pal");
     }
 

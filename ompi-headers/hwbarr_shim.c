@@ -18,6 +18,8 @@
 #include "opal/util/output.h"
 #include "opal/util/show_help.h"
 
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -150,9 +152,14 @@ void hwb_comm_current_barrier(ompi_communicator_t *comm, hwb_barrier_fn *fn,
 
 int hwb_runtime_version(int *major, int *minor, int *release)
 {
+    /* Looked up, not linked: on 6.0 the MPI layer (libmpi) is a library of
+     * its own that ompi_info does not load (it has only libopen_mpi), and a
+     * reference to it would keep ompi_info from opening the component. */
+    typedef int (*version_fn)(char *, int *);
+    version_fn get_version = (version_fn) (uintptr_t) dlsym(RTLD_DEFAULT, "MPI_Get_library_version");
     char text[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
-    if (MPI_SUCCESS != MPI_Get_library_version(text, &len)) {
+    if (NULL == get_version || MPI_SUCCESS != get_version(text, &len)) {
         return -1;
     }
     text[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';
@@ -191,12 +198,20 @@ const char *hwb_component_path(void)
 
 const char *hwb_coll_static_component(int i)
 {
+    /* 6.0 lists the components through one more pointer each. */
+#if OMPI_MAJOR_VERSION >= 6
+    const mca_base_component_t ***list = ompi_coll_base_framework.framework_static_components;
+#define HWB_STATIC(k) (*list[k])
+#else
     const mca_base_component_t **list = ompi_coll_base_framework.framework_static_components;
+#define HWB_STATIC(k) (list[k])
+#endif
     for (int k = 0; NULL != list && NULL != list[k]; ++k) {
         if (k == i) {
-            return list[k]->mca_component_name;
+            return NULL != HWB_STATIC(k) ? HWB_STATIC(k)->mca_component_name : NULL;
         }
     }
+#undef HWB_STATIC
     return NULL;
 }
 

@@ -32,9 +32,10 @@ def ompi_version():
 
 OMPI = ompi_version()
 OMPI5 = OMPI[0] >= 5
+OMPI6 = OMPI[0] >= 6
 # 4.1's figures stay in build/bench (as before); other versions get their own.
 OUT = os.path.join(ROOT, "build", "bench" if OMPI[:2] == (4, 1) else "bench-ompi-%d.%d.%d" % OMPI)
-# Launcher spellings: 4.1's ORTE, 5.0's PRRTE.
+# Launcher spellings: 4.1's ORTE, 5.0's and 6.0's PRRTE.
 OVERSUB = ["--map-by", ":OVERSUBSCRIBE"] if OMPI5 else ["--oversubscribe"]
 SHM_BTL = "sm" if OMPI5 else "vader"
 COMPONENT_DIR = os.environ.get("COMPONENT_DIR", os.path.join(ROOT, "build", "components"))
@@ -51,11 +52,19 @@ CONFIGS = [
     ("hwbarr:auto", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "auto"]),
     ("tuned", ["--mca", "coll", "tuned," + REST]),
     ("basic", ["--mca", "coll", REST]),
-    ("sm", ["--mca", "coll", "sm,tuned," + REST, "--mca", "coll_sm_priority", "100"]),
 ] + ([
-    # 5.0's hierarchical component (on by default there, priority 35).
+    # 4.1's and 5.0's shared-memory component (gone in 6.0).
+    ("sm", ["--mca", "coll", "sm,tuned," + REST, "--mca", "coll_sm_priority", "100"]),
+] if not OMPI6 else []) + ([
+    # 5.0's hierarchical component (on by default there, priority 35; 6.0's
+    # declines a single node).
     ("han", ["--mca", "coll", "han,sm,tuned," + REST, "--mca", "coll_han_priority", "100"]),
-] if OMPI5 else []) + [
+] if OMPI5 and not OMPI6 else []) + ([
+    # 6.0's shared-memory barriers, priority 0 by default: raised.
+    ("xhc", ["--mca", "coll", "xhc,tuned," + REST, "--mca", "coll_xhc_priority", "100"]),
+    ("acoll", ["--mca", "coll", "acoll,tuned," + REST, "--mca", "coll_acoll_priority", "100",
+               "--mca", "coll_acoll_comm_size_thresh", "2"]),
+] if OMPI6 else []) + [
     # Not MPI: the scheduler's floor (examples/sched_floor.rs), same rounds.
     ("floor", None),
 ]
@@ -180,7 +189,8 @@ FN_CONFIGS = [
     ("hwbarr:auto", ["--mca", "coll", "hwbarr,tuned," + REST]),
     ("hwbarr:dissemination", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_inter", "dissemination"]),
     ("tuned", ["--mca", "coll", "tuned," + REST]),
-] + ([("han", ["--mca", "coll", "han,sm,tuned," + REST, "--mca", "coll_han_priority", "100"])] if OMPI5 else [])
+] + ([("han", ["--mca", "coll", ("han,tuned," if OMPI6 else "han,sm,tuned,") + REST,
+                "--mca", "coll_han_priority", "100"])] if OMPI5 else [])
 
 
 def fake_launch(hosts, args, prog):
@@ -388,10 +398,12 @@ def main():
     verdicts = []
     for np in NPS:
         best = min(HW, key=lambda c: med[(np, c)])
-        parts = [f"{h}/{s} {ratio(np, h, s):.2f}" for h in HW + ["hwbarr:auto"] for s in ("tuned", "sm", "floor")]
+        # Against tuned, this line's shared-memory barrier(s), and the floor.
+        peers = ["tuned"] + [c for c in ("sm", "xhc", "acoll") if c in STOCK]
+        parts = [f"{h}/{s} {ratio(np, h, s):.2f}" for h in HW + ["hwbarr:auto"] for s in peers + ["floor"]]
         print(f"  np={np}: " + ", ".join(parts))
-        print(f"         floor/tuned {ratio(np, 'floor', 'tuned'):.2f}, floor/sm {ratio(np, 'floor', 'sm'):.2f} "
-              "(floor: the same counter core in plain processes, no MPI; spin, or poll+sched_yield when oversubscribed)")
+        print("         " + ", ".join(f"floor/{s} {ratio(np, 'floor', s):.2f}" for s in peers) +
+              " (floor: the same counter core in plain processes, no MPI; spin, or poll+sched_yield when oversubscribed)")
         if np == 2:
             # Against the best stock barrier of this Open MPI, per round.
             r = st.median(runs[(k, np, best)][0] / min(runs[(k, np, s)][0] for s in STOCK) for k in range(ROUNDS))

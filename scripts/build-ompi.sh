@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/build-ompi.sh TARBALL PREFIX
 #
-# Builds an Open MPI 5.0.x release tarball (openmpi-5.0.x.tar.bz2 / .gz / .xz,
-# or the shared autogen'd tree) into PREFIX with its development headers, so
+# Builds an Open MPI 5.0.x or 6.0.x release tarball (openmpi-5.0.x.tar.bz2 /
+# .gz / .xz, or the shared autogen'd trees) into PREFIX with its development headers, so
 # that hwbarr can be built against it (OMPI_PREFIX=PREFIX). Idempotent: when
 # PREFIX already holds that version (PREFIX/.hwbarr-built names it), it does
 # nothing. As root on Debian it installs the build prerequisites itself.
@@ -10,11 +10,12 @@
 # What it does beyond configure/make/install:
 #   - configure with the devel headers and the external hwloc/libevent that
 #     Debian ships, internal PMIx/PRRTE (Debian 12's PMIx is too old);
-#   - copies the headers that 5.0's --with-devel-headers forgets (the
-#     installed internal headers include them) into PREFIX/include/openmpi.
+#   - copies the headers that --with-devel-headers forgets (the installed
+#     internal headers include them) into PREFIX/include/openmpi: the same
+#     six in 5.0.10 and 6.0.0a1.
 set -euo pipefail
 
-usage() { echo "usage: $0 TARBALL PREFIX   (Open MPI 5.0.x release tarball)" >&2; exit 2; }
+usage() { echo "usage: $0 TARBALL PREFIX   (Open MPI 5.0.x or 6.0.x release tarball)" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 tarball=$(readlink -f "$1")
 prefix=$2
@@ -80,8 +81,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
   make install
 ) >>"$log" 2>&1 || { echo "build-ompi: build failed; last lines of $log:" >&2; tail -30 "$log" >&2; exit 1; }
 
-# Headers that 5.0's --with-devel-headers does not install although the
-# installed internal headers include them.
+# Headers that --with-devel-headers does not install although the installed
+# internal headers include them (5.0.10 and 6.0.0a1 alike; one that is
+# present is left alone).
 for rel in opal/mca/threads/pthreads/threads_pthreads.h \
            opal/mca/threads/pthreads/threads_pthreads_mutex.h \
            opal/mca/threads/pthreads/threads_pthreads_threads.h \

@@ -11,7 +11,7 @@ PKGLIBDIR=$(ompi_info --path pkglibdir --parsable | sed 's/.*://')
 # whatever sits in ~/.openmpi/components.
 hw_mpirun() {
   local oversub="--oversubscribe"
-  case "$(ompi_info --version 2>/dev/null)" in *"Open MPI v5"*) oversub="--map-by :OVERSUBSCRIBE" ;; esac
+  case "$(ompi_info --version 2>/dev/null)" in *"Open MPI v4"*) ;; *) oversub="--map-by :OVERSUBSCRIBE" ;; esac
   local np=$1; shift
   timeout -k 5 "${HW_TIMEOUT:-300}" mpirun $oversub --bind-to none -np "$np" \
     --mca mca_base_component_path "$COMPONENT_DIR:$PKGLIBDIR" "$@"

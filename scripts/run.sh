@@ -26,5 +26,5 @@ for np in 2 4 8; do
   r=$(awk -v a="$a" -v s="$s" 'BEGIN { if (a+0 > 0 && s+0 > 0) printf "%.2f", a/s; else print "-" }')
   printf "%-6s %-12s %-12s %-12s %-12s %-14s\n" "$np" "$a" "$t" "$c" "$s" "$r"
 done
-echo "(stock: Open MPI's own selection without hwbarr, coll/tuned on 4.1 and coll/han on 5.0; 4 and 8 ranks oversubscribe this machine's $(nproc) cores)"
+echo "(stock: Open MPI's own selection without hwbarr: coll/tuned on 4.1 and 6.0, coll/han on 5.0; 4 and 8 ranks oversubscribe this machine's $(nproc) cores)"
 hw_mpirun 2 --mca coll_hwbarr_verbose 1 "$BENCH" 100 2>&1 | grep 'coll:hwbarr' | head -1

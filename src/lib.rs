@@ -1,7 +1,7 @@
-//! hwbarr: an Open MPI 4.1 `coll` component that serves MPI_Barrier with
-//! software versions of two hardware barriers — the TUC toggle-wire barrier
-//! and IBM Blue Gene's DMA-counter barrier — and coll/basic's linear
-//! barrier as the reference.
+//! hwbarr: an Open MPI (4.1, 5.0, 6.0) `coll` component that serves
+//! MPI_Barrier with software versions of two hardware barriers — the TUC
+//! toggle-wire barrier and IBM Blue Gene's DMA-counter barrier — and
+//! coll/basic's linear barrier as the reference.
 //!
 //! Layers, bottom up (README, "Design: modules and imports"): the cores
 //! (`core`), the shared-memory layer (`shm`) and pure logic (`settings`,

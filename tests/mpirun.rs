@@ -786,7 +786,8 @@ fn module_file_makes_open_mpi_load_hwbarr() {
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or_else(|| panic!("make install names the module: {said}"))
         .to_string();
-    // The Open MPI under test on PATH, nothing else of this process's
+    // The Open MPI under test on PATH and LD_LIBRARY_PATH (what a site's
+    // own Open MPI module sets), nothing else of this process's
     // environment: a fresh login shell, where Debian's Lmod defines `module`.
     let path = std::env::var("PATH").unwrap_or_default();
     let bin = std::env::split_paths(&path).find(|d| d.join("ompi_info").is_file()).expect("ompi_info on PATH");
@@ -806,6 +807,7 @@ fn module_file_makes_open_mpi_load_hwbarr() {
         .arg("-i")
         .arg(format!("HOME={}", std::env::var("HOME").unwrap_or_default()))
         .arg(format!("PATH={}:/usr/local/bin:/usr/bin:/bin", bin.display()))
+        .arg(format!("LD_LIBRARY_PATH={}", std::env::var("LD_LIBRARY_PATH").unwrap_or_default()))
         .args(["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"])
         .arg(format!("HWBARR_BOARD={}", b.display()))
         .args(["bash", "-lc", &script])
@@ -880,10 +882,11 @@ fn sole_hwbarr_selection_says_what_to_write() {
     }
 }
 
-/// A component built for the other release line (4.1 vs 5.0), found on
+/// A component built for another release line (4.1, 5.0, 6.0), found on
 /// the component path: no dlopen error per rank, one line saying what it
-/// is, and the job runs on the stock barrier. Needs both builds in this
-/// tree (CI builds 4.1 first, then 5.0, so the 5.0 run always checks it).
+/// is, and the job runs on the stock barrier. Checks every other line's
+/// build in this tree (CI builds 4.1, then 5.0, then 6.0, so the later
+/// runs check the earlier lines' builds).
 #[test]
 fn a_build_for_the_other_release_line_is_refused_in_one_line() {
     let ours = target_dir().join("libmca_coll_hwbarr.so").canonicalize().unwrap();
@@ -892,35 +895,105 @@ fn a_build_for_the_other_release_line_is_refused_in_one_line() {
     if let Ok(rd) = std::fs::read_dir(&root) {
         candidates.extend(rd.flatten().map(|e| e.path().join("release/libmca_coll_hwbarr.so")));
     }
-    let other = candidates.into_iter().filter_map(|p| p.canonicalize().ok()).find(|p| {
-        *p != ours && {
-            // Built for another major version than the one under test?
-            let text = std::fs::read(p).unwrap_or_default();
-            let want = format!("Open MPI {}.", ompi_major());
-            !text.windows(want.len()).any(|w| w == want.as_bytes())
-        }
-    });
-    let Some(other) = other else {
+    let mut others: Vec<PathBuf> = candidates
+        .into_iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .filter(|p| {
+            *p != ours && {
+                // Built for another major version than the one under test?
+                let text = std::fs::read(p).unwrap_or_default();
+                let want = format!("Open MPI {}.", ompi_major());
+                !text.windows(want.len()).any(|w| w == want.as_bytes())
+            }
+        })
+        .collect();
+    others.sort();
+    others.dedup();
+    if others.is_empty() {
         eprintln!("no build for another Open MPI release line in target/: not checked in this run");
         return;
+    }
+    for other in others {
+        let dir = scratch("other-build");
+        std::fs::copy(&other, dir.join("mca_coll_hwbarr.so")).unwrap();
+        let mut c = Command::new("timeout");
+        c.args(["-k", "5", "60", "mpirun"]).args(rte::oversubscribe()).args(["-np", "2"]);
+        c.args(["--mca", "mca_base_component_path", &format!("{}:{}", dir.display(), pkglib())]);
+        c.args(["--mca", "coll_hwbarr_verbose", "2"]);
+        c.arg(target_dir().join("examples/barrier_check")).args(["semantics", "20"]);
+        let b = board();
+        c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").env("HWBARR_BOARD", &b);
+        let job = run(c, 60);
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        let what = other.display();
+        assert!(job.ok(), "{what}: {}", job.dump());
+        let err = job.stderr();
+        assert!(!err.contains("unable to open"), "{what}: dlopen failed: {}", job.dump());
+        assert_eq!(err.matches("but is loaded by Open MPI").count(), 1, "{what}: {}", job.dump());
+        assert!(!err.contains("served"), "{what}: the foreign build must not serve: {}", job.dump());
+    }
+}
+
+/// Another shared-memory barrier component raised above hwbarr's priority
+/// takes the barrier slots; raised only above tuned's (below hwbarr's), it
+/// leaves them to hwbarr. On 6.0, where each module installs its own
+/// functions at enable, Open MPI's own selection report (coll_base_verbose)
+/// names the winner of MPI_Barrier, MPI_Ibarrier and the persistent
+/// barrier on every communicator; the jobs create and free communicators
+/// in many orders (the semantics check).
+#[test]
+fn a_peer_above_or_below_hwbarrs_priority_wins_or_leaves_the_slots() {
+    // 4.1 and 5.0: coll/sm; 6.0: xhc and acoll (acoll serves 2 ranks and
+    // up only with its size threshold lowered).
+    let peers: Vec<(&str, Vec<(&str, &str)>)> = if ompi_major() >= 6 {
+        vec![("xhc", vec![]), ("acoll", vec![("coll_acoll_comm_size_thresh", "2")])]
+    } else {
+        vec![("sm", vec![])]
     };
-    let dir = scratch("other-build");
-    std::fs::copy(&other, dir.join("mca_coll_hwbarr.so")).unwrap();
-    let mut c = Command::new("timeout");
-    c.args(["-k", "5", "60", "mpirun"]).args(rte::oversubscribe()).args(["-np", "2"]);
-    c.args(["--mca", "mca_base_component_path", &format!("{}:{}", dir.display(), pkglib())]);
-    c.args(["--mca", "coll_hwbarr_verbose", "2"]);
-    c.arg(target_dir().join("examples/barrier_check")).args(["semantics", "20"]);
-    let b = board();
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").env("HWBARR_BOARD", &b);
-    let job = run(c, 60);
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    assert!(job.ok(), "{}", job.dump());
-    let err = job.stderr();
-    assert!(!err.contains("unable to open"), "dlopen failed: {}", job.dump());
-    assert_eq!(err.matches("but is loaded by Open MPI").count(), 1, "{}", job.dump());
-    assert!(!err.contains("served"), "the foreign build must not serve: {}", job.dump());
+    for (peer, extra) in peers {
+        for (prio, hwbarr_wins) in [("60", false), ("35", true)] {
+            let b = board();
+            let prio_param = format!("coll_{peer}_priority");
+            let mut mca = vec![(prio_param.as_str(), prio), ("coll_hwbarr_verbose", "2")];
+            mca.extend(extra.iter().copied());
+            if ompi_major() >= 6 {
+                mca.push(("coll_base_verbose", "21"));
+            }
+            let job = mpirun(4, &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "40"], 120);
+            let _ = std::fs::remove_dir_all(b.parent().unwrap());
+            let what = format!("{peer} at priority {prio}");
+            assert!(job.ok() && job.stdout().matches("semantics OK").count() == 4, "{what}: {}", job.dump());
+            let err = job.stderr();
+            let served = served(&err, 0);
+            if hwbarr_wins {
+                assert_eq!(served, vec![40; 4], "{what}: hwbarr serves MPI_COMM_WORLD: {}", job.dump());
+            } else {
+                assert!(served.is_empty(), "{what}: {peer} serves MPI_COMM_WORLD: {}", job.dump());
+            }
+            if ompi_major() >= 6 {
+                let want = if hwbarr_wins { "hwbarr" } else { peer };
+                // What Open MPI reports as each slot's owner on every
+                // communicator (4 ranks × world, dup, splits, ...).
+                for func in ["barrier", "ibarrier", "barrier_init"] {
+                    let owners: Vec<&str> = err
+                        .lines()
+                        .filter_map(|l| l.split_once(&format!(" {func} -> ")))
+                        .map(|(_, o)| o.trim())
+                        .collect();
+                    assert!(owners.len() >= 4, "{what}: {func} reported: {}", job.dump());
+                    // A peer that declines a communicator (acoll below its
+                    // size threshold, xhc on ...) leaves it to the next:
+                    // hwbarr, when hwbarr is below the peer.
+                    let ok = owners.iter().all(|o| *o == want || (!hwbarr_wins && *o == "hwbarr"));
+                    assert!(ok, "{what}: {func} -> {owners:?}");
+                    if func == "barrier" {
+                        assert!(owners.contains(&want), "{what}: {func} -> {owners:?}");
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The MPI_T performance variable `coll_hwbarr_barriers`, bound to a
@@ -1170,14 +1243,16 @@ fn device_refused_queued_ibarrier_keeps_collective_order() {
 
 /// Warnings are topics of the help file installed beside the component,
 /// rendered by Open MPI's help system (its box, the topic's explanation);
-/// with only the .so (no help file), each is one plain line.
+/// with only the .so (no help file), each is one plain line. On 6.0, whose
+/// help system reads no files, hwbarr renders the topics itself from the
+/// file built into the .so: the full text with or without the file.
 #[test]
 fn warnings_come_from_the_help_file() {
     let body = "hwbarr could not set up its shared-memory segment";
     let bare = scratch("bare-component");
     std::fs::copy(target_dir().join("libmca_coll_hwbarr.so"), bare.join("mca_coll_hwbarr.so")).unwrap();
     let bare_path = format!("{}:{}", bare.display(), pkglib());
-    for (path, rendered) in [(None, true), (Some(bare_path.as_str()), false)] {
+    for (path, rendered) in [(None, true), (Some(bare_path.as_str()), ompi_major() >= 6)] {
         let b = board();
         let launch = fault_launch("memfd", "all", "blocking");
         let launch: Vec<&str> = launch.iter().map(String::as_str).collect();

@@ -14,11 +14,12 @@ mod bindings {
 }
 pub use bindings::*;
 
-// The component reaches Open PAL's symbols through libmpi, which the
-// loading process has loaded with its dependencies (README, "Open MPI
-// versions"). A unit-test executable is its own process: it names Open PAL
-// itself, or the shim's references to it stay unresolved.
+// The component resolves libmpi's and Open PAL's symbols in the process
+// that loads it (README, "Open MPI versions"; build.rs). A unit-test
+// executable is its own process: it names both itself, or the shim's
+// references to them stay unresolved.
 #[cfg(test)]
+#[link(name = "mpi")]
 #[link(name = "open-pal")]
 extern "C" {}
 
