@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hwbarr_shim.h"
 
@@ -159,7 +160,20 @@ int hwb_runtime_version(int *major, int *minor, int *release)
     version_fn get_version = (version_fn) (uintptr_t) dlsym(RTLD_DEFAULT, "MPI_Get_library_version");
     char text[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
-    if (NULL == get_version || MPI_SUCCESS != get_version(text, &len)) {
+    if (NULL == get_version) {
+        /* No MPI layer: the version Open MPI's own coll/basic announces
+         * (built into Open MPI since 5.0; the header of a component's
+         * version block is the same MCA 2.1.0 layout on every line). */
+        const mca_base_component_t *basic = dlsym(RTLD_DEFAULT, "mca_coll_basic_component");
+        if (NULL == basic || 0 != strcmp(basic->mca_project_name, "ompi")) {
+            return -1;
+        }
+        *major = basic->mca_project_major_version;
+        *minor = basic->mca_project_minor_version;
+        *release = basic->mca_project_release_version;
+        return 0;
+    }
+    if (MPI_SUCCESS != get_version(text, &len)) {
         return -1;
     }
     text[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';

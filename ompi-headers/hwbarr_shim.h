@@ -43,8 +43,9 @@ void  hwb_comm_current_barrier(struct ompi_communicator_t *comm, hwb_barrier_fn 
 
 /* --- facts --- */
 /* The Open MPI release this process runs (from MPI_Get_library_version,
- * callable before MPI_Init): 0 and *major/minor/release set, or -1 when
- * it cannot tell (no MPI layer in the process: 6.0's ompi_info). */
+ * callable before MPI_Init; in a process without the MPI layer, 6.0's
+ * ompi_info, from coll/basic's version block): 0 and *major/minor/release
+ * set, or -1 when it cannot tell. */
 int hwb_runtime_version(int *major, int *minor, int *release);
 
 /* Whether the job asked Open MPI to yield when idle (mpi_yield_when_idle,
