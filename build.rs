@@ -146,6 +146,7 @@ fn main() {
         .allowlist_var("OMPI_SUCCESS|OMPI_ERROR|OMPI_ERR_.*")
         .allowlist_var("MCA_BASE_METADATA_PARAM_NONE")
         .allowlist_var("MPI_ANY_SOURCE")
+        .allowlist_var("MPI_ERR_REQUEST")
         .rustified_enum("mca_base_var_type_t")
         .rustified_enum("mca_base_var_info_lvl_t")
         .rustified_enum("mca_base_var_scope_t")

@@ -27,6 +27,11 @@
 //!   long-lived and short-lived communicators with random delays, checked
 //!   on the board; prints resident memory, mappings and fds after warm-up
 //!   and at the end (see `soak`).
+//! - `lifecycle <rounds>`: communicators freed with a barrier pending,
+//!   refused frees of pending requests, MPI_Finalize with one in flight
+//!   (`$HWBARR_LIFECYCLE`, `$HWBARR_FIRST`).
+//! - `threads <rounds>`: MPI_THREAD_MULTIPLE, threads each creating and
+//!   freeing communicators of their own.
 //! - `overlap <rounds>`: on fresh dups, rank 0 starts two MPI_Ibarrier and an
 //!   MPI_Ibcast before it waits for any; the others wait for the first
 //!   ibarrier before they start the rest (legal: the same order of
@@ -532,6 +537,133 @@ fn intercomm(world: &SimpleCommunicator, rounds: u64) {
     println!("rank {me}: intercomm OK");
 }
 
+/// Communicators freed while a barrier on them is pending, the erroneous
+/// free of a pending barrier's request, and MPI_Finalize with barriers in
+/// flight. MPI_Comm_free only marks a communicator for deallocation:
+/// pending operations on it complete normally (MPI 4.1, 7.4.3); freeing a
+/// pending collective's request or cancelling it is erroneous and returns
+/// an error (MPI_ERRORS_RETURN on MPI_COMM_WORLD, where MPI_Request_free
+/// reports). `$HWBARR_LIFECYCLE`: `free-then-wait` (MPI_Comm_free, then
+/// MPI_Wait), `request-free` (MPI_Request_free and MPI_Cancel refused,
+/// MPI_Comm_free, MPI_Wait), `finalize` (as request-free, but the last
+/// round's barrier is never waited for: MPI_Finalize with it in flight,
+/// rank 0 late). `$HWBARR_FIRST`: the dup's first operation is the pending
+/// one (`nonblocking`, `persistent`: the first exchange is in flight when
+/// the communicator is freed), or a blocking barrier comes first
+/// (`blocking`: the device, or the linear fallback, is set up).
+fn lifecycle(world: &SimpleCommunicator, rounds: u64) {
+    use mpi::ffi::*;
+    use mpi::raw::AsRaw;
+    let me = world.rank();
+    let case = std::env::var("HWBARR_LIFECYCLE").unwrap_or_else(|_| "free-then-wait".into());
+    let first = std::env::var("HWBARR_FIRST").unwrap_or_else(|_| "nonblocking".into());
+    let mut rng = Rng(0x11FE_C1C1 ^ ((me as u64 + 9) * 0x9E37_79B9));
+    // SAFETY: raw MPI calls on live communicators and requests of ours.
+    unsafe {
+        assert_eq!(MPI_Comm_set_errhandler(world.as_raw(), RSMPI_ERRORS_RETURN), 0);
+        for round in 0..rounds {
+            let mut d = RSMPI_COMM_NULL;
+            assert_eq!(MPI_Comm_dup(world.as_raw(), &mut d), 0);
+            assert_eq!(MPI_Comm_set_errhandler(d, RSMPI_ERRORS_RETURN), 0);
+            if first == "blocking" {
+                assert_eq!(MPI_Barrier(d), 0);
+            }
+            rng.delay();
+            let last = round + 1 == rounds;
+            if me == 0 && (last || rng.next().is_multiple_of(4)) {
+                std::thread::sleep(std::time::Duration::from_millis(if last { 50 } else { 2 }));
+            }
+            let mut r = RSMPI_REQUEST_NULL;
+            let persistent = first == "persistent";
+            if persistent {
+                assert_eq!(barrier_init::barrier_init(d, RSMPI_INFO_NULL, &mut r), 0);
+                assert_eq!(MPI_Start(&mut r), 0);
+            } else {
+                assert_eq!(MPI_Ibarrier(d, &mut r), 0);
+            }
+            if case != "free-then-wait" {
+                // Erroneous while the barrier is pending: refused, and the
+                // request stays valid. (It may have completed already here
+                // on a rank that came last: then the free is legal.)
+                let mut flag = 0;
+                assert_eq!(MPI_Request_get_status(r, &mut flag, RSMPI_STATUS_IGNORE), 0);
+                if flag == 0 {
+                    let mut copy = r;
+                    let rc = MPI_Request_free(&mut copy);
+                    assert_ne!(rc, 0, "rank {me}: MPI_Request_free of a pending barrier accepted");
+                    assert!(copy == r, "rank {me}: a refused MPI_Request_free cleared the handle");
+                    assert_ne!(MPI_Cancel(&mut r), 0, "rank {me}: MPI_Cancel of a pending barrier accepted");
+                }
+            }
+            assert_eq!(MPI_Comm_free(&mut d), 0);
+            if case == "finalize" && last {
+                // Into MPI_Finalize with the barrier in flight.
+                break;
+            }
+            rng.delay();
+            assert_eq!(MPI_Wait(&mut r, RSMPI_STATUS_IGNORE), 0, "rank {me}: barrier on a freed communicator");
+            if persistent {
+                assert_eq!(MPI_Request_free(&mut r), 0);
+            }
+        }
+    }
+    println!("rank {me}: lifecycle {case} first={first} OK ({rounds} rounds)");
+}
+
+/// MPI_THREAD_MULTIPLE: `$HWBARR_THREADS` threads per rank (default 4),
+/// each creating, using and freeing communicators of its own (dups of a
+/// per-thread parent, so that every rank's thread k meets thread k), with
+/// blocking and non-blocking barriers. With the device refused, every new
+/// communicator's fallback message is printed while other threads print
+/// theirs.
+fn threads(world: &SimpleCommunicator, rounds: u64) {
+    use mpi::ffi::*;
+    use mpi::raw::AsRaw;
+    /// A communicator handle moved into its thread (MPI_THREAD_MULTIPLE).
+    struct Handle(MPI_Comm);
+    // SAFETY: MPI handles may be used from any thread under
+    // MPI_THREAD_MULTIPLE; each is used by one thread only.
+    unsafe impl Send for Handle {}
+    let me = world.rank();
+    let n: usize = std::env::var("HWBARR_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let parents: Vec<Handle> = (0..n)
+        .map(|_| {
+            let mut c = world.as_raw();
+            // SAFETY: a live communicator; `c` is an out-parameter.
+            assert_eq!(unsafe { MPI_Comm_dup(world.as_raw(), &mut c) }, 0);
+            Handle(c)
+        })
+        .collect();
+    let joins: Vec<_> = parents
+        .into_iter()
+        .enumerate()
+        .map(|(k, parent)| {
+            std::thread::spawn(move || {
+                let mut parent = parent;
+                let mut rng = Rng(0x7EAD_0001 ^ (((me as u64 + 1) * 131 + k as u64) * 0x9E37_79B9));
+                // SAFETY: raw MPI calls on this thread's own communicators.
+                unsafe {
+                    for _ in 0..rounds {
+                        let mut d = parent.0;
+                        assert_eq!(MPI_Comm_dup(parent.0, &mut d), 0);
+                        rng.delay();
+                        assert_eq!(MPI_Barrier(d), 0);
+                        let mut r = RSMPI_REQUEST_NULL;
+                        assert_eq!(MPI_Ibarrier(d, &mut r), 0);
+                        assert_eq!(MPI_Wait(&mut r, RSMPI_STATUS_IGNORE), 0);
+                        assert_eq!(MPI_Comm_free(&mut d), 0);
+                    }
+                    assert_eq!(MPI_Comm_free(&mut parent.0), 0);
+                }
+            })
+        })
+        .collect();
+    for j in joins {
+        j.join().expect("a thread failed");
+    }
+    println!("rank {me}: threads OK ({n} threads, {rounds} rounds)");
+}
+
 #[path = "support/barrier_init.rs"]
 mod barrier_init;
 
@@ -881,7 +1013,13 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("semantics");
     let arg: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let universe = mpi::initialize().expect("MPI_Init");
+    let universe = if mode == "threads" {
+        let (u, level) = mpi::initialize_with_threading(mpi::Threading::Multiple).expect("MPI_Init_thread");
+        assert_eq!(level, mpi::Threading::Multiple, "MPI_THREAD_MULTIPLE");
+        u
+    } else {
+        mpi::initialize().expect("MPI_Init")
+    };
     let world = universe.world();
     match mode {
         "semantics" => semantics(&world, arg),
@@ -897,6 +1035,8 @@ fn main() {
         "pvar" => pvar(&world, arg),
         "first" => first(&world, arg),
         "overlap" => overlap(&world, arg),
+        "lifecycle" => lifecycle(&world, arg),
+        "threads" => threads(&world, arg),
         other => panic!("unknown mode {other}"),
     }
 }

@@ -123,8 +123,6 @@ fn code(r: Result<(), c_int>) -> c_int {
 struct Op {
     id: u64,
     req: *mut Request,
-    /// MPI_Request_free came while active: free at completion.
-    free_when_done: bool,
     /// The non-blocking collective tag this barrier took (`nbc_tag`), for
     /// the lookout of a first exchange; None for a blocking MPI_Barrier.
     nbc_tag: Option<c_int>,
@@ -183,24 +181,20 @@ impl Engine {
     fn push(&mut self, req: *mut Request, nbc_tag: Option<c_int>) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.queue.push_back(Op { id, req, free_when_done: false, nbc_tag });
+        self.queue.push_back(Op { id, req, nbc_tag });
         id
     }
 }
 
-/// Requests (and the module reference each holds) to release once no lock
-/// is held: releasing the last reference destroys the module.
-type Releases = Vec<*mut Request>;
-
 /// Enters and completes operations from the head of the queue for as long
 /// as they are released.
-fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
+fn advance(st: &Server, e: &mut Engine) {
     let c = &st.comm;
     while let Some(front) = e.queue.front() {
         let tag = front.nbc_tag;
         if e.head.is_none() {
             if let Some(rc) = c.broken() {
-                finish(st, e, rc, rel);
+                finish(st, e, rc);
                 continue;
             }
             if front.req.is_null() && c.unusable() {
@@ -215,7 +209,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                     Ok(op) => Entered::Linear(op),
                     Err(rc) => {
                         c.fail(rc);
-                        finish(st, e, rc, rel);
+                        finish(st, e, rc);
                         continue;
                     }
                 }
@@ -225,7 +219,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                     Ok(h) => Entered::Hier(Box::new(h)),
                     Err(rc) => {
                         c.fail(rc);
-                        finish(st, e, rc, rel);
+                        finish(st, e, rc);
                         continue;
                     }
                 }
@@ -237,7 +231,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
                     Ok(b) => Entered::Boot(Box::new(b)),
                     Err(rc) => {
                         c.fail(rc);
-                        finish(st, e, rc, rel);
+                        finish(st, e, rc);
                         continue;
                     }
                 }
@@ -258,12 +252,12 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
         };
         match done {
             Ok(false) => break,
-            Ok(true) => finish(st, e, ffi::SUCCESS, rel),
+            Ok(true) => finish(st, e, ffi::SUCCESS),
             Err(rc) => {
                 // Our own exchanges failed (or a peer's did, and told us):
                 // peers may be out of step with us from here on.
                 c.fail(rc);
-                finish(st, e, rc, rel)
+                finish(st, e, rc)
             }
         }
     }
@@ -271,7 +265,7 @@ fn advance(st: &Server, e: &mut Engine, rel: &mut Releases) {
 }
 
 /// The head operation is over (with `rc`): complete its request.
-fn finish(st: &Server, e: &mut Engine, rc: c_int, rel: &mut Releases) {
+fn finish(st: &Server, e: &mut Engine, rc: c_int) {
     let op = e.queue.pop_front().expect("head");
     e.head = None;
     e.finished = op.id + 1;
@@ -286,32 +280,60 @@ fn finish(st: &Server, e: &mut Engine, rc: c_int, rel: &mut Releases) {
     }
     // SAFETY: our live request; completing wakes whoever waits on it.
     unsafe { ffi::hwb_request_complete(op.req, rc) };
-    if op.free_when_done {
-        rel.push(op.req);
+}
+
+/// Releases a request nobody references any more, with no lock of ours
+/// held: dropping its hold may destroy the module and its state.
+fn release(mut r: *mut Request) {
+    // SAFETY: our request, no longer referenced by any queue; it holds one
+    // reference on its module and one on its communicator, dropped here
+    // after the request (the state may be gone after either).
+    unsafe {
+        let st = ffi::hwb_request_owner(r).cast::<Server>();
+        let (module, comm) = ((*st).module, (*st).ompi_comm);
+        ffi::hwb_request_release(&mut r);
+        unhold(module, comm);
     }
 }
 
-fn release(reqs: Releases) {
-    for mut r in reqs {
-        // SAFETY: our request, no longer referenced by any queue; it holds
-        // one reference on its module, dropped here after the request.
-        unsafe {
-            let st = ffi::hwb_request_owner(r).cast::<Server>();
-            let module = (*st).module;
-            ffi::hwb_request_release(&mut r);
-            ffi::hwb_obj_release(module.cast());
-        }
+/// A request's hold on what it uses: the module (whose state it points
+/// to) and the communicator. MPI_Comm_free only marks a communicator for
+/// deallocation; Open MPI destroys it, and with it the module, when its
+/// last reference goes. Holding one per request keeps both alive until the
+/// request is freed, whatever the order of MPI_Comm_free, MPI_Wait and
+/// MPI_Request_free (MPI 4.1, 7.4.3: pending operations complete normally).
+///
+/// # Safety
+/// `st` is a module state whose `module` and `ompi_comm` are live.
+unsafe fn hold(st: &Server) {
+    // SAFETY: both are live Open MPI objects (see above).
+    unsafe {
+        ffi::hwb_obj_retain(st.module.cast());
+        ffi::hwb_obj_retain(st.ompi_comm.cast());
+    }
+}
+
+/// Drops a hold taken by `hold`, with no lock of ours held: the last
+/// reference on the communicator destroys it, its module and the state.
+///
+/// # Safety
+/// A hold on `module` and `comm` is owned by the caller and not used again.
+unsafe fn unhold(module: *mut Module, comm: *mut OmpiComm) {
+    // SAFETY: see above; the module goes first, the communicator holds
+    // the module's last reference until it is destroyed itself.
+    unsafe {
+        ffi::hwb_obj_release(module.cast());
+        ffi::hwb_obj_release(comm.cast());
     }
 }
 
 /// MPI_Barrier behind queued operations, or the first one: queue it and
 /// turn progress until it is finished.
 fn blocking(st: &Server) -> c_int {
-    let mut rel = Releases::new();
     let id = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
         let id = e.push(null_mut(), None);
-        advance(st, &mut e, &mut rel);
+        advance(st, &mut e);
         id
     };
     // Our barrier finished (with its code), or it is our turn and there is
@@ -327,7 +349,7 @@ fn blocking(st: &Server) -> c_int {
         WaitPolicy::TURN_PROGRESS_AND_YIELD,
         || {
             let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
-            advance(st, &mut e, &mut rel);
+            advance(st, &mut e);
             if e.finished > id {
                 let rc = e.errors.iter().position(|&(i, _)| i == id).map(|k| e.errors.swap_remove(k).1);
                 end = Some(End::Finished(rc.unwrap_or(ffi::SUCCESS)));
@@ -342,7 +364,6 @@ fn blocking(st: &Server) -> c_int {
         ffi::progress,
         || {},
     );
-    release(rel);
     match end.expect("finished") {
         End::Finished(rc) => rc,
         End::WithoutDevice => code(st.comm.linear_barrier()),
@@ -355,17 +376,16 @@ fn blocking(st: &Server) -> c_int {
 /// non-blocking collective tag the call took (`nbc_tag`), for an
 /// MPI_Ibarrier; a started persistent barrier has the one of its init.
 pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_int>) -> *mut Request {
-    let mut rel = Releases::new();
     let persistent = !req.is_null();
     let (req, watch_it) = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
         let req = if persistent {
             req
         } else if let Some(r) = e.spare.pop() {
-            // SAFETY: a retired request of ours; it takes a module reference again.
+            // SAFETY: a retired request of ours; it takes its hold again.
             unsafe {
                 ffi::hwb_request_reissue(r);
-                ffi::hwb_obj_retain(st.module.cast());
+                hold(st);
             }
             r
         } else {
@@ -376,14 +396,13 @@ pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_
         }
         let tag = if persistent { e.persistent_tags.iter().find(|(r, _)| *r == req).map(|&(_, t)| t) } else { tag };
         e.push(req, tag);
-        advance(st, &mut e, &mut rel);
+        advance(st, &mut e);
         let w = !e.queue.is_empty() && !e.watched;
         if w {
             e.watched = true;
         }
         (req, w)
     };
-    release(rel);
     if watch_it {
         watch(st);
     }
@@ -391,8 +410,8 @@ pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_
 }
 
 pub fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut Request {
-    // SAFETY: creates an Open MPI request owned by the caller; it keeps a
-    // reference on our module so that the state outlives it.
+    // SAFETY: creates an Open MPI request owned by the caller; it holds
+    // our module and its communicator so that both outlive it.
     unsafe {
         let r = ffi::hwb_request_new(
             comm,
@@ -403,7 +422,7 @@ pub fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut R
             Some(cancel),
         );
         if !r.is_null() {
-            ffi::hwb_obj_retain(st.module.cast());
+            hold(st);
         }
         r
     }
@@ -459,7 +478,10 @@ unsafe extern "C" fn start(count: usize, reqs: *mut *mut Request) -> c_int {
 }
 
 /// req_free: called by MPI_Wait/Test on a completed request, or by
-/// MPI_Request_free.
+/// MPI_Request_free. Freeing the request of a barrier still in flight is
+/// erroneous (MPI 4.1, 6.12: nonblocking and persistent collectives) and
+/// refused with MPI_ERR_REQUEST, as libnbc refuses it: the request stays
+/// valid, the barrier goes on.
 unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
     guard("request free", ffi::ERROR, || {
         // SAFETY: Open MPI passes a pointer to one of our requests.
@@ -467,18 +489,17 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
         // SAFETY: the owner is the module state the request keeps alive.
         let st = unsafe { &*ffi::hwb_request_owner(r).cast::<Server>() };
         enum Fate {
-            Later,
             Kept,
             Release,
         }
         let fate = {
             let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
+            if e.queue.iter().any(|op| op.req == r) {
+                return ffi::MPI_ERR_REQUEST as c_int;
+            }
             e.persistent_tags.retain(|&(q, _)| q != r);
-            if let Some(op) = e.queue.iter_mut().find(|op| op.req == r) {
-                op.free_when_done = true;
-                Fate::Later
             // SAFETY: reads a flag of our live request.
-            } else if e.spare.len() < SPARES && unsafe { ffi::hwb_request_is_persistent(r) } == 0 {
+            if e.spare.len() < SPARES && unsafe { ffi::hwb_request_is_persistent(r) } == 0 {
                 // SAFETY: completed, and MPI forgets it now: ours to keep.
                 unsafe { ffi::hwb_request_retire(r) };
                 e.spare.push(r);
@@ -488,22 +509,21 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
             }
         };
         match fate {
-            Fate::Later => {}
-            // SAFETY: drop the module reference the request held (after
-            // unlocking: it may be the last one).
-            Fate::Kept => unsafe { ffi::hwb_obj_release(st.module.cast()) },
-            Fate::Release => release(vec![r]),
+            // SAFETY: drop the hold the request had (after unlocking: it
+            // may be the last reference); `st` is not used after this.
+            Fate::Kept => unsafe { unhold(st.module, st.ompi_comm) },
+            Fate::Release => release(r),
         }
-        // SAFETY: the caller's handle (the engine frees an active request
-        // when it completes).
+        // SAFETY: the caller's handle.
         unsafe { ffi::hwb_request_forget(request) };
         ffi::SUCCESS
     })
 }
 
-/// Collective operations cannot be cancelled (MPI 4.0, 6.12).
+/// Collective operations cannot be cancelled (MPI 4.1, 6.12): refused
+/// with MPI_ERR_REQUEST, as libnbc refuses it.
 unsafe extern "C" fn cancel(_req: *mut Request, _complete: c_int) -> c_int {
-    ffi::ERROR
+    ffi::MPI_ERR_REQUEST as c_int
 }
 
 // --- progress: the modules with operations in flight ---
@@ -550,8 +570,7 @@ unsafe extern "C" fn progress() -> c_int {
         return 0;
     }
     guard("progress", 0, || {
-        let mut rel = Releases::new();
-        let mut events = 0;
+            let mut events = 0;
         {
             // A panic caught while the lock was held poisons it; the list
             // itself is still sound, so keep going with it.
@@ -570,14 +589,13 @@ unsafe extern "C" fn progress() -> c_int {
                     Err(TryLockError::WouldBlock) => return true,
                 };
                 let before = e.finished;
-                advance(st, &mut e, &mut rel);
+                advance(st, &mut e);
                 events += (e.finished - before) as c_int;
                 e.watched = !e.queue.is_empty();
                 e.watched
             });
             WATCHING.store(w.len(), Release);
         }
-        release(rel);
-        events
+            events
     })
 }

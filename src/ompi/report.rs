@@ -23,6 +23,7 @@ use std::ffi::{c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use crate::ompi::ffi;
 
@@ -128,6 +129,10 @@ pub fn set_verbosity(verbosity: c_int) {
 /// A warning under `topic`, with a one-line `summary`. The caller decides
 /// which rank speaks.
 pub fn warn(topic: Topic, summary: &str) {
+    // One at a time: Open MPI's help system is not thread-safe, and
+    // threads of one process (MPI_THREAD_MULTIPLE) can fall back at once.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let line = summary.replace('\n', " ");
     if !ffi::abi::HELP_FILES {
         if let Some(text) = render_builtin(topic, &line) {
