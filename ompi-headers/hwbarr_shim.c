@@ -190,25 +190,21 @@ int hwb_mpi_yield_when_idle(void)
     return opal_progress_yield_when_idle ? 1 : 0;
 }
 
-const char *hwb_coll_selection(void)
+/* The value of a string MCA variable, or NULL when unset or unknown. */
+static const char *string_var(const char *project, const char *framework, const char *component,
+                              const char *name)
 {
     char **value = NULL;
-    int idx = mca_base_var_find("ompi", "coll", NULL, NULL);
+    int idx = mca_base_var_find(project, framework, component, name);
     if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) || NULL == value) {
         return NULL;
     }
     return *value;
 }
 
-const char *hwb_component_path(void)
-{
-    char **value = NULL;
-    int idx = mca_base_var_find("opal", "mca", "base", "component_path");
-    if (idx < 0 || OPAL_SUCCESS != mca_base_var_get_value(idx, &value, NULL, NULL) || NULL == value) {
-        return NULL;
-    }
-    return *value;
-}
+const char *hwb_coll_selection(void) { return string_var("ompi", "coll", NULL, NULL); }
+
+const char *hwb_component_path(void) { return string_var("opal", "mca", "base", "component_path"); }
 
 const char *hwb_coll_static_component(int i)
 {
