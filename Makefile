@@ -49,6 +49,8 @@ ifneq ($(strip $(PREFIX)),)
 endif
 COMPONENT_DIR ?= $(shell d="$(PKGLIBDIR)"; if [ -n "$$d" ] && [ -w "$$d" ]; then echo "$$d"; else echo "$(HOME)/.openmpi/components"; fi)
 export HWBARR_TARGET_DIR := $(TARGET_DIR)
+# The mpirun integration tests, one file per concern (tests/common: their harness).
+MPIRUN_TESTS := semantics fake_nodes install_and_select device_refused disagreement death p2p_faults lifecycle soak
 
 .PHONY: all build deps install component-dir run test soak unit-test mpirun-test lint bench clean
 
@@ -82,14 +84,14 @@ test: lint build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores --test build_abi
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep
-	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun -- --test-threads=1
+	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release $(MPIRUN_TESTS:%=--test %) -- --test-threads=1
 
 # The fault-injection tests build the component with `--features
 # fault-injection` themselves, into $(TARGET_DIR)/fault: never the build
 # that `make`/`make install` ship.
 soak: build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
-	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test mpirun soak -- --ignored --nocapture --test-threads=1
+	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test soak -- --ignored --nocapture --test-threads=1
 
 bench: build
 	@scripts/deps.sh bench

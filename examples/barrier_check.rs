@@ -1,4 +1,4 @@
-//! MPI test program for hwbarr's integration tests (tests/mpirun.rs), run
+//! MPI test program for hwbarr's integration tests (tests/*.rs), run
 //! under mpirun with the built component. Modes:
 //!
 //! - `semantics <iters>`: thousands of barriers with random per-rank delays

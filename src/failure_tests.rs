@@ -4,7 +4,7 @@
 //! with an error (the failing one's where its operation failed, the others'
 //! there or at their next), none hangs, and no rank completes a barrier
 //! that some rank has not entered. The component's own fault-injection
-//! build runs a sample of these cases under mpirun (tests/mpirun.rs).
+//! build runs a sample of these cases under mpirun (tests/p2p_faults.rs).
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

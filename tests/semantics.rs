@@ -1,0 +1,298 @@
+//! Barrier semantics on one node: every algorithm and size, progress, parameters, segments and
+//! their release, MPI_Ibarrier and the persistent barrier, intercommunicators.
+
+mod common;
+use common::*;
+
+#[test]
+fn ompi_info_lists_component_and_parameters() {
+    let out = Command::new("ompi_info")
+        .args(["--param", "coll", "hwbarr", "--level", "9"])
+        .env("OMPI_MCA_mca_base_component_path", component_path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("MCA coll: hwbarr"), "{text}");
+    for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter"] {
+        assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
+    }
+    assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
+    // Choice parameters are MCA enums: ompi_info lists their values.
+    for names in [
+        &["auto", "toggle", "counter", "linear"][..],
+        &["auto", "spin", "yield", "sleep"],
+        &["auto", "counter", "dissemination"],
+    ] {
+        let list: Vec<String> = names.iter().enumerate().map(|(i, n)| rte::enum_value(i, n)).collect();
+        let valid = format!("Valid values: {}", list.join(", "));
+        assert!(text.contains(&valid), "{valid}: {text}");
+    }
+    assert!(text.contains("performance \"coll_hwbarr_barriers\""), "the MPI_T pvar: {text}");
+}
+
+/// Barrier semantics with random delays on world, dup, split, overlapping
+/// and short-lived communicators, for every algorithm and size, and proof
+/// (verbose counts) that hwbarr itself served MPI_COMM_WORLD's barriers.
+#[test]
+fn semantics_every_algorithm_every_size() {
+    for np in [1, 2, 3, 4, 8] {
+        for alg in ["toggle", "counter", "linear", "auto"] {
+            let iters = if np == 8 { 600 } else { 1500 };
+            let job = semantics(np, alg, iters, &[]);
+            assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
+            let (out, err) = (job.stdout(), job.stderr());
+            assert_eq!(out.matches("semantics OK").count(), np, "np={np} alg={alg}\n{}", job.dump());
+            if np == 1 {
+                assert!(!err.contains("served"), "hwbarr must decline a 1-rank world\n{}", job.dump());
+                continue;
+            }
+            for r in 0..np {
+                let line = format!("rank {r} of communicator cid 0: served {iters} barriers with ");
+                let hit = err.lines().find(|l| l.contains(&line));
+                let hit = hit.unwrap_or_else(|| panic!("np={np} alg={alg}: no '{line}'\n{}", job.dump()));
+                if alg != "auto" {
+                    assert!(hit.ends_with(alg), "{hit}");
+                }
+            }
+            if alg == "toggle" || alg == "counter" {
+                let want =
+                    format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by {alg}");
+                assert!(err.contains(&want), "{}", job.dump());
+            }
+        }
+    }
+}
+
+/// The checker above can fail: with the barrier left out it must report a
+/// violation.
+#[test]
+fn semantics_check_catches_a_missing_barrier() {
+    let job = semantics(3, "toggle", 200, &[("HWBARR_SKIP_BARRIER", "1")]);
+    assert!(!job.ok() && job.stderr().contains("VIOLATION"), "{}", job.dump());
+}
+
+/// A rank waiting in the barrier turns MPI progress, so its peer's pending
+/// rendezvous receive completes. TCP makes the sender's progress necessary.
+#[test]
+fn waiting_turns_mpi_progress() {
+    for np in [2, 3] {
+        for alg in ["toggle", "counter", "linear"] {
+            let job = mpirun(np, &[("coll_hwbarr_algorithm", alg), ("btl", "self,tcp")], &[], &["progress", "6"], 90);
+            assert!(job.ok(), "np={np} alg={alg}: deadlock or failure\n{}", job.dump());
+            assert_eq!(job.stdout().matches("progress OK").count(), np);
+        }
+    }
+}
+
+/// The waiting policy follows `mpi_yield_when_idle` on MPI_COMM_WORLD too,
+/// although MPI_Init applies it to the progress engine only after
+/// MPI_COMM_WORLD chose its collectives; `spin` and `idle` override it.
+#[test]
+fn waiting_policy_follows_yield_when_idle() {
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (&[], "waiting by Spin, 256 polls per progress turn"),
+        (&[("mpi_yield_when_idle", "1")], "waiting by Yield, 1 polls per progress turn"),
+        (
+            &[("mpi_yield_when_idle", "1"), ("coll_hwbarr_idle", "spin"), ("coll_hwbarr_spin", "64")],
+            "waiting by Spin, 64 polls per progress turn",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut mca = vec![("coll_hwbarr_algorithm", "counter"), ("coll_hwbarr_verbose", "1")];
+        mca.extend_from_slice(extra);
+        let job = mpirun(2, &mca, &[], &["progress", "1"], 60);
+        assert!(job.ok(), "{extra:?}\n{}", job.dump());
+        let line = job.stderr().lines().find(|l| l.contains("'MPI_COMM_WORLD'")).map(str::to_string);
+        assert!(
+            line.as_deref().is_some_and(|l| l.contains(want)),
+            "{extra:?}: want '{want}' in MPI_COMM_WORLD's line, got {line:?}\n{}",
+            job.dump()
+        );
+    }
+}
+
+/// The progress test can fail: a barrier that never turns progress
+/// deadlocks and is stopped by the timeout.
+#[test]
+fn progress_test_catches_a_barrier_without_progress() {
+    let job = mpirun(
+        2,
+        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_spin", "0"), ("btl", "self,tcp")],
+        &[],
+        &["progress", "6"],
+        15,
+    );
+    assert!(job.timed_out(), "expected a deadlock\n{}", job.dump());
+}
+
+/// An invalid value of any choice parameter is refused by Open MPI itself
+/// (an MCA enum: its message names the parameter, the value and the valid
+/// values); hwbarr says once that it is out, serves nothing, and the job
+/// runs on with correct barriers.
+#[test]
+fn invalid_values_are_refused_and_the_job_runs_on() {
+    for (param, names) in [
+        ("algorithm", &["auto", "toggle", "counter", "linear"][..]),
+        ("idle", &["auto", "spin", "yield", "sleep"]),
+        ("inter", &["auto", "counter", "dissemination"]),
+    ] {
+        let b = board();
+        let name = format!("coll_hwbarr_{param}");
+        let job = mpirun(
+            4,
+            &[(&name, "bogus"), ("coll_hwbarr_verbose", "2")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["semantics", "50"],
+            120,
+        );
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        assert!(job.ok(), "{param}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
+        let err = job.stderr();
+        assert_eq!(err.matches("is disabled for this").count(), 1, "hwbarr says it once: {}", job.dump());
+        assert!(!err.contains("served"), "hwbarr must not serve: {}", job.dump());
+        // Open MPI's own refusal. Its 4.1.4 runtime sometimes loses help
+        // messages that several processes send at once (README, Limits):
+        // then only its "ORTE_ERROR_LOG ... show_help.c" lines remain.
+        let refused = err.lines().any(|l| l.contains("Variable") && l.trim_end().ends_with(&name));
+        if refused {
+            let list: Vec<String> = names.iter().enumerate().map(|(i, n)| rte::enum_value(i, n)).collect();
+            assert!(err.contains(&list.join(", ")), "valid values listed: {}", job.dump());
+        } else {
+            assert!(ompi_major() == 4 && err.contains("show_help.c"), "{}", job.dump());
+        }
+    }
+}
+
+/// Hundreds of live communicators each get their own segment; freeing
+/// them releases every segment and fd.
+#[test]
+fn communicators_release_their_segments() {
+    let job = mpirun(2, &[], &[], &["churn", "300"], 120);
+    assert!(job.ok(), "{}", job.dump());
+    let out = job.stdout();
+    for round in 0..2 {
+        let line = out.lines().find(|l| l.starts_with(&format!("churn round {round}:"))).expect("churn line");
+        let nums: Vec<usize> =
+            line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+        // round, base, live, after, fds before, fds after
+        assert_eq!(&nums[1..4], &[1, 301, 1], "{line}");
+        assert_eq!(nums[4], nums[5], "fds leaked: {line}");
+    }
+}
+
+/// SIGKILL of a rank waiting inside a barrier: the job ends, and nothing of
+/// hwbarr (nor of the job) stays in /dev/shm or the session directory.
+#[test]
+fn sigkill_in_a_barrier_leaves_nothing_behind() {
+    let before = shm_names();
+    let sess = scratch("session");
+    let tmpdir = [(rte::tmpdir_param(), sess.to_str().unwrap())];
+    let job = run(launch_rte_cmd(3, &[], &tmpdir, &[], &[], &["die", "50"], 60), 60);
+    let left = files_under(&sess);
+    let _ = std::fs::remove_dir_all(&sess);
+    assert!(!job.ok() && !job.timed_out(), "{}", job.dump());
+    assert!(job.stderr().contains("signal 9"), "{}", job.dump());
+    let after = shm_names();
+    assert!(after.iter().all(|n| !n.contains("hwbarr")), "{after:?}");
+    assert_eq!(before, after, "/dev/shm changed");
+    assert!(left.is_empty(), "left in the session dir: {left:?}");
+}
+
+/// Two jobs of the same user at once never share a segment.
+#[test]
+fn two_jobs_at_once() {
+    let _g = lock();
+    let boards = [board(), board()];
+    let mut kids: Vec<_> = boards
+        .iter()
+        .map(|b| {
+            mpirun_cmd(
+                2,
+                &[("coll_hwbarr_algorithm", "counter")],
+                &[("HWBARR_BOARD", b.to_str().unwrap())],
+                &["semantics", "1000"],
+                180,
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for k in kids.drain(..) {
+        let out = k.wait_with_output().unwrap();
+        let job = Job { out, timed_out: false };
+        assert!(job.ok() && job.stdout().matches("semantics OK").count() == 2, "{}", job.dump());
+    }
+    for b in boards {
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    }
+}
+
+/// Intercommunicators are declined (and say so at verbose 3); their
+/// barrier is served by another component and the job runs.
+#[test]
+fn intercommunicators_are_declined() {
+    let job = mpirun(4, &[("coll_hwbarr_verbose", "3")], &[], &["intercomm", "20"], 60);
+    assert!(job.ok() && job.stdout().matches("intercomm OK").count() == 4, "{}", job.dump());
+    assert!(job.stderr().contains(": intercommunicator"), "{}", job.dump());
+}
+
+/// MPI_Ibarrier on several communicators completed in any order (Wait,
+/// Test loops, Waitany, Waitall), ibarrier before a blocking barrier, two
+/// outstanding on one communicator; every completion checked on the board.
+#[test]
+fn ibarrier_semantics() {
+    for np in [2, 3, 4, 8] {
+        for alg in ["toggle", "counter"] {
+            let iters = if np == 8 { 100 } else { 300 };
+            let job = board_job(np, alg, "nonblocking", iters);
+            assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
+            assert_eq!(job.stdout().matches("nonblocking OK").count(), np, "{}", job.dump());
+            // Every iteration: 3 ibarriers over the 3 dups, and on one of
+            // them 1 ibarrier + 1 barrier + 2 ibarriers: 7 per iteration,
+            // all served by hwbarr (the dups are the first 3 communicators).
+            let total: u64 = first_cids(&job.stderr(), 3).into_iter().flat_map(|c| served(&job.stderr(), c)).sum();
+            assert_eq!(total, 7 * iters as u64 * np as u64, "{}", job.dump());
+        }
+    }
+}
+
+/// The persistent barrier started thousands of times with random delays,
+/// Wait and Test loops, inactive and freed requests, blocking barriers
+/// in between.
+#[test]
+fn persistent_barrier_semantics() {
+    for np in [2, 3, 4, 8] {
+        for alg in ["toggle", "counter"] {
+            let iters = if np == 8 { 500 } else { 2000 };
+            let job = board_job(np, alg, "persistent", iters);
+            assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
+            assert_eq!(job.stdout().matches("persistent OK").count(), np, "{}", job.dump());
+            let blocking = (iters as u64).div_ceil(100);
+            let counts = served(&job.stderr(), 3);
+            assert_eq!(counts, vec![iters as u64 + blocking; np], "{}", job.dump());
+        }
+    }
+}
+
+/// 100,000 non-blocking and persistent barriers: no segment, fd or memory
+/// left behind.
+#[test]
+fn nonblocking_barriers_leak_nothing() {
+    for alg in ["toggle", "counter"] {
+        let job =
+            mpirun(3, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &[], &["leak", "100000"], 120);
+        assert!(job.ok(), "{}", job.dump());
+        let out = job.stdout();
+        let line = out.lines().find(|l| l.starts_with("leak:")).expect("leak line");
+        let nums: Vec<u64> =
+            line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+        // ops, segs before/after, fds before/after, rss before/after (KiB)
+        assert_eq!(nums[1], nums[2], "{line}");
+        assert_eq!(nums[3], nums[4], "{line}");
+        assert!(nums[6] <= nums[5] + 512, "resident memory grew: {line}");
+        assert_eq!(served(&job.stderr(), 3), vec![102_000; 3], "{}", job.dump());
+    }
+}
