@@ -4,7 +4,8 @@
 #                   PREFIX=<dir>: into a prefix of its own, with a module file
 #   make run        build, install into a private dir, hwbarr vs. the stock barrier
 #   make test       lint, unit tests, model checks, mpirun integration tests
-#   make lint       cargo fmt --check and clippy (warnings are errors)
+#   make lint       the module layer rules (scripts/layers.py), cargo fmt --check
+#                   and clippy (warnings are errors)
 #   make soak       10^6 barriers at 2 ranks, 3*10^5 at 4, every kind, random
 #                   communicators; checks semantics, RSS, mappings, fds (not in make test)
 #   make bench      hwbarr vs. the stock barriers at 2/4/8 ranks: table, CSV, PNG chart
@@ -76,6 +77,8 @@ run: build
 	COMPONENT_DIR=$(PRIVATE_DIR) scripts/run.sh
 
 lint: deps
+	python3 scripts/layers.py --self-test
+	python3 scripts/layers.py
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
