@@ -48,7 +48,13 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(ompi_comm: *mut OmpiComm, comm: Comm<Pml>) -> Server {
+    /// The state of the module serving `ompi_comm`.
+    ///
+    /// # Safety
+    /// `ompi_comm` is the live communicator `comm`'s transport talks on;
+    /// `module` must be set to the module object that owns this state
+    /// before any request is made (`ompi::module::new_module` does).
+    pub unsafe fn new(ompi_comm: *mut OmpiComm, comm: Comm<Pml>) -> Server {
         Server {
             module: null_mut(),
             ompi_comm,
@@ -59,9 +65,14 @@ impl Server {
     }
 
     /// At module enable: the communicator Open MPI hands us.
-    pub fn set_comm(&mut self, c: *mut OmpiComm) {
+    ///
+    /// # Safety
+    /// `c` is the live communicator this module is enabled on.
+    pub unsafe fn set_comm(&mut self, c: *mut OmpiComm) {
         self.ompi_comm = c;
-        self.comm.set_p2p(Pml::new(c));
+        // SAFETY: `c` is live, and the module (which lives as long as its
+        // communicator or a request of it) keeps it alive (see above).
+        self.comm.set_p2p(unsafe { Pml::new(c) });
     }
 
     /// MPI_Barrier on this communicator.
@@ -282,15 +293,30 @@ fn finish(st: &Server, e: &mut Engine, rc: c_int) {
     unsafe { ffi::hwb_request_complete(op.req, rc) };
 }
 
+/// The module state an hwbarr request belongs to.
+///
+/// # Safety
+/// `r` is a request made by `new_request` and not released: its hold
+/// keeps the state alive for as long as the reference is used.
+unsafe fn owner<'a>(r: *mut Request) -> &'a Server {
+    // SAFETY: see above; `new_request` stored the state as the owner.
+    unsafe { &*ffi::hwb_request_owner(r).cast::<Server>() }
+}
+
 /// Releases a request nobody references any more, with no lock of ours
 /// held: dropping its hold may destroy the module and its state.
-fn release(mut r: *mut Request) {
-    // SAFETY: our request, no longer referenced by any queue; it holds one
-    // reference on its module and one on its communicator, dropped here
-    // after the request (the state may be gone after either).
+///
+/// # Safety
+/// `r` is a request of ours that no queue and no MPI handle refers to.
+unsafe fn release(mut r: *mut Request) {
+    // SAFETY: see above; the request holds one reference on its module
+    // and one on its communicator, dropped here after the request (the
+    // state may be gone after either, so its fields are read first).
     unsafe {
-        let st = ffi::hwb_request_owner(r).cast::<Server>();
-        let (module, comm) = ((*st).module, (*st).ompi_comm);
+        let (module, comm) = {
+            let st = owner(r);
+            (st.module, st.ompi_comm)
+        };
         ffi::hwb_request_release(&mut r);
         unhold(module, comm);
     }
@@ -375,7 +401,11 @@ fn blocking(st: &Server) -> c_int {
 /// it. Returns the request (null if none could be made). `tag`: the
 /// non-blocking collective tag the call took (`nbc_tag`), for an
 /// MPI_Ibarrier; a started persistent barrier has the one of its init.
-pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_int>) -> *mut Request {
+///
+/// # Safety
+/// `comm` is `st`'s live communicator; a non-null `req` is one of `st`'s
+/// persistent requests, just activated.
+pub unsafe fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_int>) -> *mut Request {
     let persistent = !req.is_null();
     let (req, watch_it) = {
         let mut e = st.engine.lock().unwrap_or_else(|p| p.into_inner());
@@ -389,7 +419,8 @@ pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_
             }
             r
         } else {
-            new_request(st, comm, false)
+            // SAFETY: `comm` is `st`'s live communicator (see above).
+            unsafe { new_request(st, comm, false) }
         };
         if req.is_null() {
             return req;
@@ -409,7 +440,11 @@ pub fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_
     req
 }
 
-pub fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut Request {
+/// A new request of `st`'s, holding its module and communicator.
+///
+/// # Safety
+/// `comm` is `st`'s live communicator and `st.module` its module object.
+pub unsafe fn new_request(st: &Server, comm: *mut OmpiComm, persistent: bool) -> *mut Request {
     // SAFETY: creates an Open MPI request owned by the caller; it holds
     // our module and its communicator so that both outlive it.
     unsafe {
@@ -440,7 +475,8 @@ fn nbc_tag(st: &Server) -> c_int {
 /// MPI_Ibarrier on `st`'s communicator: the request in `out`.
 pub fn ibarrier(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_int {
     let tag = nbc_tag(st);
-    let r = issue(st, comm, null_mut(), Some(tag));
+    // SAFETY: Open MPI calls MPI_Ibarrier's entry with `st`'s live communicator.
+    let r = unsafe { issue(st, comm, null_mut(), Some(tag)) };
     if r.is_null() {
         return ffi::ERROR;
     }
@@ -451,7 +487,9 @@ pub fn ibarrier(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_i
 /// MPIX_Barrier_init (4.1) / MPI_Barrier_init (5.0): a persistent barrier
 /// request, inactive until started, in `out`.
 pub fn barrier_init(st: &Server, comm: *mut OmpiComm, out: &mut *mut Request) -> c_int {
-    let r = new_request(st, comm, true);
+    // SAFETY: Open MPI calls the persistent barrier's entry with `st`'s
+    // live communicator.
+    let r = unsafe { new_request(st, comm, true) };
     if r.is_null() {
         return ffi::ERROR;
     }
@@ -468,7 +506,7 @@ unsafe extern "C" fn start(count: usize, reqs: *mut *mut Request) -> c_int {
             // SAFETY: Open MPI passes `count` of our persistent requests.
             unsafe {
                 let r = *reqs.add(i);
-                let st = &*ffi::hwb_request_owner(r).cast::<Server>();
+                let st = owner(r);
                 ffi::hwb_request_activate(r);
                 issue(st, st.ompi_comm, r, None);
             }
@@ -486,8 +524,8 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
     guard("request free", ffi::ERROR, || {
         // SAFETY: Open MPI passes a pointer to one of our requests.
         let r = unsafe { *request };
-        // SAFETY: the owner is the module state the request keeps alive.
-        let st = unsafe { &*ffi::hwb_request_owner(r).cast::<Server>() };
+        // SAFETY: one of our requests, not yet released.
+        let st = unsafe { owner(r) };
         enum Fate {
             Kept,
             Release,
@@ -512,7 +550,8 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
             // SAFETY: drop the hold the request had (after unlocking: it
             // may be the last reference); `st` is not used after this.
             Fate::Kept => unsafe { unhold(st.module, st.ompi_comm) },
-            Fate::Release => release(r),
+            // SAFETY: MPI is done with it and no queue holds it.
+            Fate::Release => unsafe { release(r) },
         }
         // SAFETY: the caller's handle.
         unsafe { ffi::hwb_request_forget(request) };

@@ -256,8 +256,10 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         // peer it has not created yet is on another node), creating none.
         let multi_node = unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0;
         let opts = Options { requested, inter: p.inter, verbose: p.verbose, policy: node::policy(&p) };
-        let state = comm::Comm::new(Pml::new(comm), rank, size, cid, multi_node, opts);
-        let m = module::new_module(Server::new(comm, state));
+        // SAFETY: the communicator under construction outlives its module,
+        // which `new_module` links to the state before any request exists.
+        let server = unsafe { Server::new(comm, comm::Comm::new(Pml::new(comm), rank, size, cid, multi_node, opts)) };
+        let m = module::new_module(server);
         if !m.is_null() {
             // SAFETY: Open MPI passes a valid out-pointer.
             unsafe { *priority = p.priority };

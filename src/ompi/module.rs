@@ -26,7 +26,8 @@ unsafe fn state_mut<'a>(module: *mut Module) -> &'a mut Server {
     unsafe { &mut *ffi::hwb_module_state(module).cast::<Server>() }
 }
 
-/// Builds an Open MPI module object around `st`.
+/// Builds an Open MPI module object around `st`, which it owns from here
+/// on (its destructor drops it).
 pub fn new_module(mut st: Server) -> *mut Module {
     // SAFETY: hwb_module_new returns a fresh module object or NULL; we fill
     // in our entry points and hand it our state, which its destructor drops.
@@ -53,7 +54,8 @@ unsafe extern "C" fn enable(module: *mut Module, comm: *mut Comm) -> c_int {
         // SAFETY: Open MPI passes our module and its live communicator,
         // before any collective runs on it.
         let st = unsafe { state_mut(module) };
-        st.set_comm(comm);
+        // SAFETY: the live communicator this module is enabled on.
+        unsafe { st.set_comm(comm) };
         // Last, once nothing can fail: on 6.0 a module puts its functions
         // into the communicator itself (a no-op where the base does it).
         // SAFETY: our module, made by `new_module`, and its communicator.
@@ -125,12 +127,15 @@ pub(crate) unsafe fn served_on(comm: *mut Comm) -> u64 {
 }
 
 /// Called by the module's C destructor: frees the Rust state.
+///
+/// # Safety
+/// `state` is NULL or the pointer `new_module` gave the module, handed
+/// over exactly once, with no other reference to the state alive.
 #[no_mangle]
-pub extern "C" fn hwbarr_module_state_drop(state: *mut c_void) {
+pub unsafe extern "C" fn hwbarr_module_state_drop(state: *mut c_void) {
     guard("module release", (), || {
         if !state.is_null() {
-            // SAFETY: the pointer came from Box::into_raw in `new_module`
-            // and the destructor hands it over exactly once.
+            // SAFETY: see above: it came from Box::into_raw in `new_module`.
             drop(unsafe { Box::from_raw(state.cast::<Server>()) });
         }
     })

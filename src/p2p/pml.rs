@@ -22,9 +22,13 @@ unsafe impl Send for Pml {}
 unsafe impl Sync for Pml {}
 
 impl Pml {
-    /// The point-to-point view of `comm`, which must stay alive while
-    /// this is used (the module serving it holds it).
-    pub fn new(comm: *mut Comm) -> Pml {
+    /// The point-to-point view of `comm`.
+    ///
+    /// # Safety
+    /// `comm` is a live communicator that stays alive while this view (or
+    /// a copy) is used: the module serving it, and each request of that
+    /// module, hold it.
+    pub unsafe fn new(comm: *mut Comm) -> Pml {
         Pml { comm }
     }
 }
