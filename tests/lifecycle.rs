@@ -61,7 +61,7 @@ fn erroneous_frees_are_refused_and_finalize_with_barriers_in_flight_ends_cleanly
 /// threads rendering at once crashed in its parser).
 #[test]
 fn threads_creating_communicators_print_safely() {
-    for np in [2, 4] {
+    for np in [2, 3, 4] {
         for refused in [false, true] {
             let mut launch = if refused { fault_launch("memfd", "all", "blocking") } else { vec![] };
             launch.extend(["-x".into(), "HWBARR_THREADS=4".into()]);
