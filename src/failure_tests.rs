@@ -206,3 +206,89 @@ fn a_rank_of_another_barrier_fails_the_first_exchange_everywhere() {
     a_rank_of_another_barrier(&["a", "a", "b", "b"]);
     a_rank_of_another_barrier(&["a", "b", "c"]);
 }
+
+/// Polls while this rank keeps starting operations: false after 20,000
+/// polls without a new one.
+struct Stalled {
+    ops: u64,
+    polls: u32,
+}
+
+impl Stalled {
+    fn new(ep: &Mem) -> Stalled {
+        Stalled { ops: ep.ops(), polls: 0 }
+    }
+    fn more(&mut self, ep: &Mem) -> bool {
+        std::thread::yield_now();
+        if ep.ops() != self.ops {
+            (self.ops, self.polls) = (ep.ops(), 0);
+        }
+        self.polls += 1;
+        self.polls < 20_000
+    }
+}
+
+/// The communicator destroyed under its first exchange (what MPI_Finalize
+/// does to a freed communicator whose barrier never completed, the one way
+/// hwbarr's state can go while an exchange is in flight: each request
+/// holds its communicator otherwise): after each operation `k` of the
+/// clean exchange, every rank stops polling and drops the exchange and its
+/// communicator state mid-flight (segment, posted operations, lookout).
+/// Nothing panics or hangs. (The in-memory network has no context ids, so
+/// a later communicator on it would meet the dropped one's messages; in
+/// Open MPI a new communicator has its own.)
+fn dropped_at_each_step(hosts: &'static [&'static str], algorithm: Algorithm) {
+    let n = hosts.len();
+    let multi = hosts.iter().any(|h| *h != hosts[0]);
+    let clean = run(mem::network(hosts), algorithm, InterAlgorithm::Counter);
+    let totals: Vec<u64> = clean.iter().map(|s| s.ops_after[0]).collect();
+    let steps = *totals.iter().max().expect("ranks");
+    for k in 0..=steps {
+        let (tx, rx) = mpsc::channel();
+        let totals = totals.clone();
+        std::thread::spawn(move || {
+            let out = mem::run(mem::network(hosts), move |ep| {
+                let r = ep.rank();
+                // Stop after operation k, after this rank's last one, or
+                // when no operation comes for a while (it waits for ranks
+                // that stopped already).
+                let stop = k.min(totals[r as usize]);
+                let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
+                let opts = Options { requested: algorithm, inter: Some(InterAlgorithm::Counter), verbose: 0, policy };
+                let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
+                let mut done = false;
+                if multi {
+                    if let Ok(mut op) = HierOp::start(&c, Some(Lookout::new(Some(FOREIGN)))) {
+                        let mut idle = Stalled::new(&ep);
+                        while !done && ep.ops() < stop && idle.more(&ep) {
+                            done = !matches!(op.poll(&c), Ok(false));
+                        }
+                        drop(op);
+                    }
+                } else {
+                    let t = c.topo().expect("one node").clone();
+                    let lookout = Some(Lookout::new(Some(FOREIGN)));
+                    if let Ok(mut b) = Boot::start(c.p2p().clone(), &t.local, t.me, c.settings(), lookout) {
+                        let mut idle = Stalled::new(&ep);
+                        while !done && ep.ops() < stop && idle.more(&ep) {
+                            done = !matches!(b.poll(), Ok(None));
+                        }
+                        drop(b);
+                    }
+                }
+                drop(c);
+                true
+            });
+            let _ = tx.send(out);
+        });
+        let out = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("{hosts:?}: hang after step {k}"));
+        assert!(out.iter().all(|&ok| ok), "{hosts:?} {algorithm}: dropped after step {k}: {out:?}");
+    }
+}
+
+#[test]
+fn a_communicator_destroyed_under_its_first_exchange() {
+    dropped_at_each_step(&["a", "a", "a"], Algorithm::Counter);
+    dropped_at_each_step(&["a", "a"], Algorithm::Linear);
+    dropped_at_each_step(&["a", "a", "b", "b"], Algorithm::Toggle);
+}
