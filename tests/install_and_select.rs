@@ -267,3 +267,41 @@ fn mpi_t_pvar_counts_the_barriers_served() {
         }
     }
 }
+
+/// An Open MPI named by OMPI_PREFIX without its component headers: the
+/// build's prerequisites check says so in one line naming that prefix and
+/// how to get them, and never installs Debian's Open MPI for it.
+#[test]
+fn a_prefix_without_component_headers_is_named_and_nothing_is_installed() {
+    let prefix = scratch("headerless-ompi");
+    let bin = prefix.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(prefix.join("include")).unwrap();
+    let mpicc = format!(
+        "#!/bin/sh\ncase \"$1\" in\n  --showme:incdirs) echo {p}/include ;;\n  --showme:libdirs) echo {p}/lib ;;\n  \
+         --showme:version) echo 'mpicc: Open MPI 6.0.0a1 (Language: C)' ;;\nesac\n",
+        p = prefix.display()
+    );
+    for (name, text) in [("mpicc", mpicc.as_str()), ("mpirun", "#!/bin/sh\nexit 0\n")] {
+        std::fs::write(bin.join(name), text).unwrap();
+        let st = Command::new("chmod").arg("+x").arg(bin.join(name)).status().unwrap();
+        assert!(st.success());
+    }
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/deps.sh"))
+        .env("OMPI_PREFIX", &prefix)
+        .output()
+        .expect("deps.sh");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&prefix);
+    let what = format!("status {:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}", out.status);
+    assert_eq!(out.status.code(), Some(1), "{what}");
+    assert!(!stdout.contains("installing") && !stderr.contains("installing"), "{what}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {what}");
+    assert!(
+        stderr.contains("6.0.0a1")
+            && stderr.contains(&prefix.display().to_string())
+            && stderr.contains("no component headers")
+            && stderr.contains("--with-devel-headers"),
+        "{what}"
+    );
+}
