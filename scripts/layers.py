@@ -8,10 +8,15 @@ appears in A's files (in `use` lines or inline). Rules:
 
 1. no cycles between nodes;
 2. the cores and the shared-memory layer (`core::*`, `sync`, `shm::*`) and
-   the plain logic (`settings`, `agree`, `wait`) reach nothing of Open MPI
-   (`ompi::*`, `p2p::pml`, `engine`);
+   the plain logic (`settings`, `exchange::words`, `wait`) reach nothing of
+   Open MPI (`ompi::*`, `p2p::pml`);
 3. `ompi::{component, module, pvar}` (Open MPI's entry points) are imported
-   by nothing outside `ompi`.
+   by nothing outside `ompi`;
+4. the protocols and a communicator's state and queue (`barrier::*`,
+   `exchange::*`, `layout`, `comm`, `engine`, `p2p` but `p2p::pml`) reach of
+   Open MPI only its messages (`ompi::report`), so they run over the
+   in-memory transport in unit tests;
+5. `unsafe` code lives only in `ompi::*`, `shm::*` and `p2p::pml`.
 
 `scripts/layers.py` checks and prints the layers, bottom up (each node
 imports only nodes of lower layers); `--dot` prints the graph for graphviz.
@@ -22,11 +27,12 @@ import re
 import sys
 
 ROOT = os.environ.get("HWBARR_SRC") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-GROUPS = {"ompi", "p2p", "shm", "core"}  # folders whose submodules are nodes
+GROUPS = {"ompi", "p2p", "shm", "core", "barrier", "exchange"}  # folders whose submodules are nodes
 PATH = re.compile(r"crate::((?:[a-z_0-9]+::)*[a-z_A-Z0-9]+)")
 # Top-level `use super::...` only (a test module's `super` is its own file).
 SUPER = re.compile(r"^use super::(\{|(?:[a-z_0-9]+::)*[a-z_A-Z0-9]+)", re.M)
 USE_GROUP = re.compile(r"use crate::\{([^;]*)\};", re.S)
+USE_SUBGROUP = re.compile(r"use crate::((?:[a-z_0-9]+::)+)\{([^;]*)\};", re.S)
 
 
 def node_of_file(rel):
@@ -47,6 +53,26 @@ def node_of_path(path, known):
     return segs[0] if segs[0] in known else None
 
 
+UNSAFE = re.compile(r"\bunsafe\s*(\{|fn\b|impl\b|extern\b)")
+
+
+def strip_comments(text):
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def sources():
+    """Each node's files."""
+    files = {}
+    for d, _, names in os.walk(ROOT):
+        for n in names:
+            if n.endswith(".rs"):
+                rel = os.path.relpath(os.path.join(d, n), ROOT)
+                node = node_of_file(rel)
+                if node:
+                    files.setdefault(node, []).append(os.path.join(d, n))
+    return files
+
+
 def graph():
     files = {}
     for d, _, names in os.walk(ROOT):
@@ -62,7 +88,10 @@ def graph():
         for p in paths:
             text = open(p, encoding="utf-8").read()
             refs = PATH.findall(text)
-            # `use crate::{a::b, c};` names several paths at once.
+            # `use crate::{a::b, c};` names several paths at once, and so
+            # does `use crate::ompi::{ffi, report};`.
+            for prefix, group in USE_SUBGROUP.findall(text):
+                refs += [prefix + r.strip().split(" ")[0] for r in re.split(r",\s*(?![^{]*\})", group) if r.strip()]
             for group in USE_GROUP.findall(text):
                 refs += [r.strip().split(" ")[0] for r in re.split(r",\s*(?![^{]*\})", group) if r.strip()]
             # In a group's submodule (`p2p/pml.rs`), `super::X` is the
@@ -143,23 +172,29 @@ def self_test():
         os.makedirs(os.path.join(d, "core"))
         os.makedirs(os.path.join(d, "ompi"))
         files = {
-            "lib.rs": "mod a; mod b; mod core; mod ompi;",
+            "lib.rs": "mod a; mod b; mod comm; mod core; mod ompi;",
             "a.rs": "use crate::b::X;",
             "b.rs": "use crate::a::Y;",
             "core/mod.rs": "pub mod counter;",
             "core/counter.rs": "use crate::ompi::ffi;",
-            "ompi/mod.rs": "pub mod ffi; pub mod module;",
+            "ompi/mod.rs": "pub mod ffi; pub mod module; pub mod x; pub mod y; pub mod z;",
             "ompi/ffi.rs": "",
             "ompi/module.rs": "use super::ffi;",
+            "ompi/x.rs": "use crate::ompi::{y, z};",
+            "ompi/y.rs": "use crate::ompi::x::X;",
+            "ompi/z.rs": "",
             "engine.rs": "use crate::ompi::module::state;",
+            "comm.rs": "use crate::ompi::ffi::x; fn f() { unsafe { g() } }",
         }
         for name, text in files.items():
             with open(os.path.join(d, name), "w") as f:
                 f.write(text + "\n")
         r = subprocess.run([sys.executable, __file__], env=dict(os.environ, HWBARR_SRC=d),
                            capture_output=True, text=True)
-        want = ["import cycle: a <-> b", "core::counter must not reach Open MPI, but imports ompi::ffi",
-                "engine imports Open MPI's entry point module ompi::module"]
+        want = ["import cycle: a <-> b", "import cycle: ompi::x <-> ompi::y", "core::counter must not reach Open MPI, but imports ompi::ffi",
+                "engine imports Open MPI's entry point module ompi::module",
+                "comm may reach only Open MPI's messages (ompi::report), but imports ompi::ffi",
+                "comm has unsafe code"]
         missed = [w for w in want if w not in r.stderr]
         if r.returncode != 1 or missed:
             print(f"layers self-test: missed {missed} (exit {r.returncode}): {r.stderr}", file=sys.stderr)
@@ -181,12 +216,24 @@ def main():
     broken = []
     for c in cycles(edges):
         broken.append("import cycle: " + " <-> ".join(c))
-    plain = [n for n in edges if n.split("::")[0] in ("core", "shm") or n in ("sync", "settings", "agree", "wait")]
-    openmpi = [n for n in edges if n.startswith("ompi") or n in ("p2p::pml", "engine")]
+    plain = [n for n in edges if n.split("::")[0] in ("core", "shm") or n in ("sync", "settings", "exchange::words", "wait")]
+    openmpi = [n for n in edges if n.startswith("ompi") or n == "p2p::pml"]
     for n in plain:
         for m in sorted(edges[n]):
             if m in openmpi:
                 broken.append(f"{n} must not reach Open MPI, but imports {m}")
+    logic = [n for n in edges if n.split("::")[0] in ("barrier", "exchange", "layout", "comm", "engine", "p2p")
+             and n != "p2p::pml" and n not in plain]
+    for n in logic:
+        for m in sorted(edges[n]):
+            if m in openmpi and m != "ompi::report":
+                broken.append(f"{n} may reach only Open MPI's messages (ompi::report), but imports {m}")
+    for n, paths in sorted(sources().items()):
+        if n.split("::")[0] in ("ompi", "shm") or n == "p2p::pml":
+            continue
+        for p in paths:
+            if UNSAFE.search(strip_comments(open(p, encoding="utf-8").read())):
+                broken.append(f"{n} has unsafe code (only ompi, shm and p2p::pml may)")
     entry = ("ompi::component", "ompi::module", "ompi::pvar")
     for n in edges:
         if not n.startswith("ompi"):

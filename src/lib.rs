@@ -3,18 +3,18 @@
 //! toggle-wire barrier and IBM Blue Gene's DMA-counter barrier — and
 //! coll/basic's linear barrier as the reference.
 //!
-//! Layers, bottom up (README, "Design: modules and imports"): the cores
-//! (`core`), the shared-memory layer (`shm`) and pure logic (`settings`,
-//! `agree`, `wait`), free of Open MPI; the point-to-point transport
-//! (`p2p`); the protocols over it (`bootstrap`, `topo`, `inter`, `hier`,
-//! `linear`); a communicator's state (`comm`) and its barrier queue
-//! (`engine`); the Open MPI edge (`ompi`).
+//! Layers, bottom up (`docs/design.md`, checked by `scripts/layers.py`):
+//! the cores (`core`), the shared-memory layer (`shm`) and pure logic
+//! (`settings`, `wait`), free of Open MPI; the point-to-point transport
+//! (`p2p`); who shares a node (`layout`); the first exchange (`exchange`);
+//! a communicator's state and agreed route (`comm`); the barriers of each
+//! route (`barrier`); the queue of barriers in flight (`engine`); the Open
+//! MPI edge (`ompi`: module state, requests, progress, entry points).
 #![warn(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 // Free of Open MPI; the cores, `sync` and the sleep protocol are also
 // model-checked under loom (`--cfg loom`).
-pub mod agree;
 pub mod core;
 pub mod settings;
 pub mod shm;
@@ -28,16 +28,11 @@ macro_rules! not_under_loom {
 }
 
 not_under_loom! {
-    mod bootstrap;
+    mod barrier;
     mod comm;
     mod engine;
-    mod hier;
-    mod inter;
-    mod linear;
-    mod lookout;
+    mod exchange;
+    mod layout;
     mod ompi;
     mod p2p;
-    mod topo;
-    #[cfg(test)]
-    mod failure_tests;
 }

@@ -107,18 +107,6 @@ pub fn try_wait_until<E>(
     }
 }
 
-/// Cores online on this machine (not the affinity mask: oversubscription is
-/// about the machine, whatever a rank is bound to).
-pub fn cores_online() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n > 0 {
-        n as usize
-    } else {
-        1
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::ompi::ffi::{self, ompi_communicator_t as Comm, Module};
 use crate::comm::{self, Options};
-use crate::engine::{self, Server};
+use crate::ompi::progress;
+use crate::ompi::server::Server;
 use crate::ompi::report::{self, guard, Topic};
 use crate::ompi::{module, node, params};
 use crate::p2p::pml::Pml;
@@ -70,7 +71,7 @@ fn component_ptr() -> *const ffi::mca_base_component_t {
 
 unsafe extern "C" fn close() -> c_int {
     guard("close", ffi::SUCCESS, || {
-        engine::shutdown();
+        progress::shutdown();
         ffi::SUCCESS
     })
 }

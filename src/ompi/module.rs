@@ -1,13 +1,16 @@
 //! The hwbarr module object Open MPI keeps per communicator: built around
-//! an `engine::Server` (the communicator's state and barrier queue), with
-//! the entry points Open MPI calls on it.
+//! a `Server` (the communicator's state and barrier queue), with the entry
+//! points Open MPI calls on it.
 
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
-use crate::engine::{self, BarrierFn, Server};
 use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request, Module};
 use crate::ompi::report::guard;
+use crate::ompi::request;
+use crate::ompi::server::Server;
+
+type BarrierFn = unsafe extern "C" fn(*mut Comm, *mut Module) -> c_int;
 
 /// # Safety
 /// `module` must be an hwbarr module made by `new_module`.
@@ -87,9 +90,9 @@ unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
 /// MPI_Ibarrier.
 unsafe extern "C" fn ibarrier(comm: *mut Comm, request: *mut *mut Request, module: *mut Module) -> c_int {
     guard("MPI_Ibarrier", ffi::ERROR, || {
-        // SAFETY: Open MPI passes our module and a valid out-pointer.
-        let (st, out) = unsafe { (state(module), &mut *request) };
-        engine::ibarrier(st, comm, out)
+        // SAFETY: Open MPI passes our module, the live communicator it
+        // serves and a valid out-pointer.
+        unsafe { request::ibarrier(state(module), comm, &mut *request) }
     })
 }
 
@@ -101,9 +104,9 @@ unsafe extern "C" fn barrier_init(
     module: *mut Module,
 ) -> c_int {
     guard(ffi::abi::BARRIER_INIT_NAME, ffi::ERROR, || {
-        // SAFETY: Open MPI passes our module and a valid out-pointer.
-        let (st, out) = unsafe { (state(module), &mut *request) };
-        engine::barrier_init(st, comm, out)
+        // SAFETY: Open MPI passes our module, the live communicator it
+        // serves and a valid out-pointer.
+        unsafe { request::barrier_init(state(module), comm, &mut *request) }
     })
 }
 

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use crate::ompi::ffi;
 use crate::ompi::params::Params;
-use crate::wait::{self, WaitPolicy};
+use crate::wait::WaitPolicy;
 
 pub struct NodeFacts {
     /// Ranks of this job on this node (Open MPI's launcher tells each rank).
@@ -18,7 +18,7 @@ pub struct NodeFacts {
 
 pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
     local_ranks: std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(1),
-    cores: wait::cores_online(),
+    cores: cores_online(),
     // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
     yield_when_idle: unsafe { ffi::hwb_mpi_yield_when_idle() } != 0,
 });
@@ -27,4 +27,16 @@ pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
 pub fn policy(p: &Params) -> WaitPolicy {
     let node = &*NODE;
     WaitPolicy::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle)
+}
+
+/// Cores online on this machine (not the affinity mask: oversubscription is
+/// about the machine, whatever a rank is bound to).
+pub fn cores_online() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
 }

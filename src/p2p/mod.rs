@@ -10,7 +10,7 @@
 //! has in flight.
 //!
 //! Every receive has room for at least one word, so that a failure notice
-//! (`agree::FAILED`, sent by `Comm::fail` in place of the next message a
+//! (`FAILED`, sent by `Comm::fail` in place of the next message a
 //! peer expects) is told apart from a zero-byte signal: a receive that gets
 //! one fails like a failed operation.
 
@@ -28,6 +28,19 @@ pub const SUCCESS: c_int = 0;
 pub const ERROR: c_int = -1;
 /// Receive from any rank (`MPI_ANY_SOURCE`).
 pub const ANY_SOURCE: c_int = -1;
+
+/// A failure notice: the whole message a rank sends, in place of the next
+/// one a peer expects from it, once hwbarr's exchanges on a communicator
+/// failed there (`Comm::fail`). Its first word never begins a message of
+/// another kind: not a first-exchange greeting (`exchange::words`), and no
+/// node id or signal is this large. Every protocol version keeps it.
+pub const FAILED: u64 = (FAILED_MAGIC << 32) | 1;
+const FAILED_MAGIC: u64 = 0x4857_4641; // "HWFA"
+
+/// Whether a received message is a failure notice.
+pub fn is_failure(first_word: u64) -> bool {
+    first_word >> 32 == FAILED_MAGIC
+}
 
 /// A communicator as hwbarr's protocols see it: zero- or few-word messages
 /// between its ranks, on hwbarr's one tag.
@@ -73,7 +86,7 @@ pub trait P2p: Clone {
 pub fn recv_signal(p2p: &impl P2p, src: c_int) -> Result<(), c_int> {
     let mut w = [0u64];
     p2p.recv(&mut w, src)?;
-    if crate::agree::is_failure(w[0]) {
+    if is_failure(w[0]) {
         return Err(ERROR);
     }
     Ok(())
@@ -85,7 +98,7 @@ pub fn recv_signal(p2p: &impl P2p, src: c_int) -> Result<(), c_int> {
 /// the caller is already failing.
 pub fn send_notices(p2p: &impl P2p, peers: impl IntoIterator<Item = c_int>) {
     for q in peers {
-        let _ = p2p.isend(Box::new([crate::agree::FAILED]), q);
+        let _ = p2p.isend(Box::new([FAILED]), q);
     }
 }
 
@@ -142,7 +155,7 @@ impl<P: P2p> Flight<P> {
         let (p2p, got) = (&self.p2p, &mut self.got);
         self.ops.retain_mut(|(slot, op)| match p2p.test(op) {
             Ok(None) => true,
-            Ok(Some(buf)) if buf.first().is_some_and(|&w| crate::agree::is_failure(w)) => {
+            Ok(Some(buf)) if buf.first().is_some_and(|&w| is_failure(w)) => {
                 first_err.get_or_insert(ERROR);
                 false
             }

@@ -1,7 +1,7 @@
 //! What the ranks of a communicator must agree on before their first
 //! barrier can meet: hwbarr's protocol version, the local algorithm and the
 //! leaders' algorithm. Each rank's settings travel in the first exchange
-//! (`bootstrap::Boot` on one node, `topo::Exchange` across nodes), which
+//! (`device` on one node, `layout` across nodes), which
 //! every rank takes part in whatever its algorithm. Rank 0's settings win;
 //! rank 0 names any disagreement once. Ranks with another protocol version
 //! fall back together to hwbarr's linear barrier, whose messages (zero-byte
@@ -52,18 +52,6 @@ pub enum Greeting {
     Version(u64),
     /// Not hwbarr's message.
     Stranger,
-}
-
-/// A failure notice: the whole message a rank sends, in place of the next
-/// one a peer expects from it, once hwbarr's exchanges on a communicator
-/// failed there (`Comm::fail`). Its first word never begins a message of
-/// another kind: not a greeting, and no node id or signal is this large.
-pub const FAILED: u64 = (FAILED_MAGIC << 32) | PROTOCOL;
-const FAILED_MAGIC: u64 = 0x4857_4641; // "HWFA"
-
-/// Whether a received message is a failure notice.
-pub fn is_failure(first_word: u64) -> bool {
-    first_word >> 32 == FAILED_MAGIC
 }
 
 pub fn greeting(w: u64) -> Greeting {
@@ -156,8 +144,8 @@ mod tests {
         assert_eq!(greeting(hello()), Greeting::Ours);
         assert_eq!(greeting(0), Greeting::Stranger);
         assert_eq!(greeting((MAGIC << 32) | 7), Greeting::Version(7));
-        assert_eq!(greeting(FAILED), Greeting::Stranger);
-        assert!(is_failure(FAILED) && !is_failure(hello()) && !is_failure(0) && !is_failure(u32::MAX as u64));
+        assert_eq!(greeting(crate::p2p::FAILED), Greeting::Stranger);
+        assert!(!crate::p2p::is_failure(hello()));
         assert_eq!(differ(&[(0, "a"), (1, "a")]), None);
         assert_eq!(
             differ(&[(0, "toggle"), (1, "counter"), (2, "toggle")]).unwrap(),

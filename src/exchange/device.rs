@@ -12,17 +12,18 @@
 //! blocking barrier just polls it to the end.
 //!
 //! Every member takes part, whatever its algorithm (`linear` too), and
-//! the messages carry each rank's settings (`agree`): rank 0's algorithm is
+//! the messages carry each rank's settings (`words`): rank 0's algorithm is
 //! the one every member runs, and rank 0 names any member that differed.
 
 use std::collections::hash_map::RandomState;
 use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 
-use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
-use crate::lookout::Lookout;
-use crate::shm::segment::{Offer, Segment};
+use crate::exchange::lookout::Lookout;
+use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
+use crate::exchange::Agreed;
 use crate::ompi::report::{self, Topic};
+use crate::shm::segment::{Offer, Segment};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
 
@@ -53,25 +54,6 @@ fn code(e: &std::io::Error) -> u64 {
     e.raw_os_error().map(|c| c as u64).filter(|&c| c != 0).unwrap_or(u64::MAX)
 }
 
-/// What the exchange decided, the same on every member.
-pub enum Verdict {
-    /// Every member mapped the segment.
-    Device(Segment),
-    /// No device (why): hwbarr's linear barrier serves.
-    NoDevice(String),
-    /// Rank 0 runs `linear`: no device, and every member runs linear.
-    Linear,
-}
-
-/// The agreed outcome of the exchange.
-pub struct Agreed {
-    pub verdict: Verdict,
-    /// Rank 0's algorithm, which every member now runs.
-    pub algorithm: Algorithm,
-    /// Rank 0 only: the members' settings that differed from its own.
-    pub disagreement: Option<String>,
-}
-
 enum Stage {
     /// Peer: waiting for rank 0's offer.
     Offer,
@@ -83,7 +65,7 @@ enum Stage {
 }
 
 /// One rank's part of the exchange.
-pub struct Boot<P: P2p> {
+pub struct DeviceExchange<P: P2p> {
     /// The ranks (in the communicator) sharing the device; the first creates it.
     members: Vec<c_int>,
     /// Our index in `members`.
@@ -109,7 +91,7 @@ pub struct Boot<P: P2p> {
     lookout: Option<Lookout>,
 }
 
-impl<P: P2p> Boot<P> {
+impl<P: P2p> DeviceExchange<P> {
     /// Starts the exchange among `members` (ranks of `p2p`'s communicator;
     /// at least 2) as `members[me]`, with our `settings` (rank 0's win);
     /// `lookout` when it is the communicator's first exchange.
@@ -119,9 +101,9 @@ impl<P: P2p> Boot<P> {
         me: usize,
         settings: Settings,
         lookout: Option<Lookout>,
-    ) -> Result<Boot<P>, c_int> {
+    ) -> Result<DeviceExchange<P>, c_int> {
         let n = members.len();
-        let mut b = Boot {
+        let mut b = DeviceExchange {
             members: members.to_vec(),
             me,
             settings,
@@ -140,16 +122,16 @@ impl<P: P2p> Boot<P> {
             let [s0, s1] = settings.words();
             let offer: [u64; OFFER_WORDS];
             if settings.algorithm == Algorithm::Linear {
-                offer = [agree::hello(), NO_SEGMENT, 0, 0, 0, 0, s0, s1];
+                offer = [words::hello(), NO_SEGMENT, 0, 0, 0, 0, s0, s1];
                 b.outcome = Some(Err(String::new()));
             } else {
                 let created = Segment::create(n, token());
                 offer = match &created {
                     Ok(seg) => {
                         let o = seg.offer().expect("creator holds the fd");
-                        [agree::hello(), OK, o.pid as u64, o.fd as u64, o.len, o.token, s0, s1]
+                        [words::hello(), OK, o.pid as u64, o.fd as u64, o.len, o.token, s0, s1]
                     }
-                    Err(e) => [agree::hello(), code(e), 0, 0, 0, 0, s0, s1],
+                    Err(e) => [words::hello(), code(e), 0, 0, 0, 0, s0, s1],
                 };
                 b.outcome = Some(created.map_err(|e| format!("cannot create shared memory: {e}")));
             }
@@ -175,9 +157,9 @@ impl<P: P2p> Boot<P> {
         let w = self.flight.take(self.offer.expect("peer"));
         let creator = self.members[0];
         let mut status = OK;
-        match agree::greeting(w[0]) {
+        match words::greeting(w[0]) {
             Greeting::Stranger => {
-                report::warn(Topic::NotHwbarr, &agree::stranger(creator));
+                report::warn(Topic::NotHwbarr, &words::stranger(creator));
                 return Err(ERROR);
             }
             Greeting::Version(v) => {
@@ -185,7 +167,7 @@ impl<P: P2p> Boot<P> {
                 self.outcome = Some(Err(format!(
                     "rank {creator} runs hwbarr protocol {v}, rank {} protocol {}",
                     self.members[self.me],
-                    agree::protocol()
+                    words::protocol()
                 )));
             }
             Greeting::Ours => {
@@ -209,7 +191,7 @@ impl<P: P2p> Boot<P> {
         // rank 0 gets a failure notice instead of an answer.
         self.verdict_slot = Some(self.flight.recv(VERDICT_WORDS, creator)?);
         let [s0, s1] = self.settings.words();
-        self.flight.send(&[agree::hello(), status, s0, s1], creator)?;
+        self.flight.send(&[words::hello(), status, s0, s1], creator)?;
         Ok(())
     }
 
@@ -220,13 +202,13 @@ impl<P: P2p> Boot<P> {
         for q in 1..self.members.len() {
             let a = self.flight.take(self.answers[q - 1]);
             let peer = self.members[q];
-            match agree::greeting(a[0]) {
+            match words::greeting(a[0]) {
                 Greeting::Stranger => {
-                    report::warn(Topic::NotHwbarr, &agree::stranger(peer));
+                    report::warn(Topic::NotHwbarr, &words::stranger(peer));
                     return Err(ERROR);
                 }
                 Greeting::Version(v) => {
-                    verdict = Err(format!("rank {peer} runs hwbarr protocol {v}, rank 0 protocol {}", agree::protocol()));
+                    verdict = Err(format!("rank {peer} runs hwbarr protocol {v}, rank 0 protocol {}", words::protocol()));
                     continue;
                 }
                 Greeting::Ours => {}
@@ -240,10 +222,10 @@ impl<P: P2p> Boot<P> {
                 verdict = Err(format!("rank {peer} cannot map the segment: {e}"));
             }
         }
-        self.disagreement = agree::differ(&algs)
-            .map(|d| agree::disagreement(&[("algorithm", d)], &format!("algorithm ({})", self.settings.algorithm)));
+        self.disagreement = words::differ(&algs)
+            .map(|d| words::disagreement(&[("algorithm", d)], &format!("algorithm ({})", self.settings.algorithm)));
         let linear = self.settings.algorithm == Algorithm::Linear && verdict.as_ref().is_err_and(|w| w.is_empty());
-        self.verdict[0] = agree::hello();
+        self.verdict[0] = words::hello();
         self.verdict[1] = match &verdict {
             Ok(_) => VERDICT_DEVICE,
             Err(_) if linear => VERDICT_LINEAR,
@@ -272,12 +254,14 @@ impl<P: P2p> Boot<P> {
     }
 
     /// Advances the exchange without blocking. `Ok(None)`: not finished.
-    /// `Ok(Some(..))`: the agreed outcome. `Err`: an MPI error code
+    /// `Ok(Some((agreed, segment)))`: the agreed outcome, and the device
+    /// (every member mapped it) unless the ranks go without one: rank 0
+    /// runs `linear`, or `agreed.fallback` says why not. `Err`: an MPI error code
     /// (communication failed, a peer sent a failure notice, or a peer does
     /// not speak this exchange). Then the caller fails the communicator
     /// (`Comm::fail`), which tells the peers; the segment's failure word is
     /// set here, for the members that the verdict already released onto it.
-    pub fn poll(&mut self) -> Result<Option<Agreed>, c_int> {
+    pub fn poll(&mut self) -> Result<Option<(Agreed, Option<Segment>)>, c_int> {
         let r = self.advance();
         if r.is_err() {
             if let Some(Ok(seg)) = &self.outcome {
@@ -287,7 +271,7 @@ impl<P: P2p> Boot<P> {
         r
     }
 
-    fn advance(&mut self) -> Result<Option<Agreed>, c_int> {
+    fn advance(&mut self) -> Result<Option<(Agreed, Option<Segment>)>, c_int> {
         loop {
             if !self.flight.done()? {
                 if let Some(l) = &mut self.lookout {
@@ -309,25 +293,23 @@ impl<P: P2p> Boot<P> {
                     if let Some(slot) = self.verdict_slot.take() {
                         self.verdict.copy_from_slice(&self.flight.take(slot));
                     }
-                    if agree::greeting(self.verdict[0]) == Greeting::Stranger {
-                        report::warn(Topic::NotHwbarr, &agree::stranger(self.members[0]));
+                    if words::greeting(self.verdict[0]) == Greeting::Stranger {
+                        report::warn(Topic::NotHwbarr, &words::stranger(self.members[0]));
                         return Err(ERROR);
                     }
                     let out = self.outcome.take().expect("outcome");
-                    let verdict = match (out, self.verdict[1]) {
+                    let (segment, fallback) = match (out, self.verdict[1]) {
                         (Ok(mut seg), VERDICT_DEVICE) => {
                             seg.seal();
-                            Verdict::Device(seg)
+                            (Some(seg), None)
                         }
-                        (_, VERDICT_LINEAR) => Verdict::Linear,
-                        (Err(why), _) if !why.is_empty() => Verdict::NoDevice(why),
-                        (_, _) => Verdict::NoDevice("a peer could not map the segment".into()),
+                        (_, VERDICT_LINEAR) => (None, None),
+                        (Err(why), _) if !why.is_empty() => (None, Some(why)),
+                        (_, _) => (None, Some("a peer could not map the segment".into())),
                     };
-                    let algorithm = match verdict {
-                        Verdict::Linear => Algorithm::Linear,
-                        _ => self.chosen,
-                    };
-                    return Ok(Some(Agreed { verdict, algorithm, disagreement: self.disagreement.take() }));
+                    let algorithm = if self.verdict[1] == VERDICT_LINEAR { Algorithm::Linear } else { self.chosen };
+                    let agreed = Agreed { algorithm, inter: None, fallback, disagreement: self.disagreement.take() };
+                    return Ok(Some((agreed, segment)));
                 }
                 Stage::Done => return Err(ERROR),
             }
@@ -344,23 +326,23 @@ mod tests {
 
     /// Runs the exchange among `algs.len()` ranks (rank r asking for
     /// `algs[r]`) to its end on every rank.
-    fn exchange(algs: &[Algorithm]) -> Vec<Agreed> {
+    fn exchange(algs: &[Algorithm]) -> Vec<(Agreed, Option<Segment>)> {
         exchange_versions(algs, None)
     }
 
     /// As `exchange`, with rank `other.0` speaking protocol `other.1`.
-    fn exchange_versions(algs: &[Algorithm], other: Option<(usize, u64)>) -> Vec<Agreed> {
+    fn exchange_versions(algs: &[Algorithm], other: Option<(usize, u64)>) -> Vec<(Agreed, Option<Segment>)> {
         let n = algs.len();
         let algs = algs.to_vec();
         mem::run(mem::network(&vec!["a"; n]), move |ep| {
             let me = ep.rank() as usize;
             if let Some((r, v)) = other.filter(|&(r, _)| r == me) {
-                agree::TEST_PROTOCOL.with(|p| p.set(Some(v)));
-                assert_eq!(agree::protocol(), v, "rank {r}");
+                words::TEST_PROTOCOL.with(|p| p.set(Some(v)));
+                assert_eq!(words::protocol(), v, "rank {r}");
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
             let s = Settings { algorithm: algs[me], inter: None };
-            let mut b = Boot::start(ep, &members, me, s, None).unwrap();
+            let mut b = DeviceExchange::start(ep, &members, me, s, None).unwrap();
             loop {
                 if let Some(a) = b.poll().unwrap() {
                     return a;
@@ -374,17 +356,11 @@ mod tests {
     fn four_ranks_share_rank_0s_segment_and_algorithm() {
         use Algorithm::*;
         let out = exchange(&[Counter, Toggle, Counter, Counter]);
-        let segs: Vec<&Segment> = out
-            .iter()
-            .map(|a| match &a.verdict {
-                Verdict::Device(seg) => seg,
-                _ => panic!("no device"),
-            })
-            .collect();
-        assert!(out.iter().all(|a| a.algorithm == Counter));
-        assert_eq!(out[0].disagreement.as_deref().unwrap(), "coll_hwbarr_algorithm differs between ranks \
+        let segs: Vec<&Segment> = out.iter().map(|(_, seg)| seg.as_ref().expect("a device")).collect();
+        assert!(out.iter().all(|(a, _)| a.algorithm == Counter && a.fallback.is_none()));
+        assert_eq!(out[0].0.disagreement.as_deref().unwrap(), "coll_hwbarr_algorithm differs between ranks \
             (counter on ranks 0, 2, 3; toggle on rank 1); every rank uses rank 0's algorithm (counter)");
-        assert!(out[1..].iter().all(|a| a.disagreement.is_none()));
+        assert!(out[1..].iter().all(|(a, _)| a.disagreement.is_none()));
         // One segment: each rank's arrival reaches every other's mapping.
         for (r, seg) in segs.iter().enumerate() {
             counter::arrive(seg.counters(), r);
@@ -399,9 +375,9 @@ mod tests {
     fn another_protocol_version_makes_every_rank_fall_back() {
         for odd in [0, 2] {
             let out = exchange_versions(&[Algorithm::Counter; 3], Some((odd, 2)));
-            for (r, a) in out.iter().enumerate() {
-                match &a.verdict {
-                    Verdict::NoDevice(why) => assert!(r > 0 || why.contains("protocol"), "rank {r}: {why}"),
+            for (r, (a, seg)) in out.iter().enumerate() {
+                match (&a.fallback, seg) {
+                    (Some(why), None) => assert!(r > 0 || why.contains("protocol"), "rank {r}: {why}"),
                     _ => panic!("rank {r} did not fall back (protocol 2 on rank {odd})"),
                 }
             }
@@ -412,9 +388,9 @@ mod tests {
     fn three_ranks_follow_rank_0_to_linear() {
         use Algorithm::*;
         let out = exchange(&[Linear, Toggle, Toggle]);
-        assert!(out.iter().all(|a| matches!(a.verdict, Verdict::Linear) && a.algorithm == Linear));
-        assert!(out[0].disagreement.is_some());
+        assert!(out.iter().all(|(a, seg)| seg.is_none() && a.fallback.is_none() && a.algorithm == Linear));
+        assert!(out[0].0.disagreement.is_some());
         let out = exchange(&[Toggle, Linear, Toggle]);
-        assert!(out.iter().all(|a| matches!(a.verdict, Verdict::Device(_)) && a.algorithm == Toggle));
+        assert!(out.iter().all(|(a, seg)| seg.is_some() && a.algorithm == Toggle));
     }
 }

@@ -6,12 +6,12 @@
 //!   tag it took for that call from the communicator's counter, and never
 //!   sends hwbarr's messages. hwbarr takes a tag from the same counter
 //!   wherever libnbc would (each MPI_Ibarrier, each persistent init:
-//!   `engine::issue`), so its ranks stay in step with such a peer, and none
+//!   `engine`), so its ranks stay in step with such a peer, and none
 //!   of them ever sends on the tags it takes. The first exchange looks for
 //!   a message on the tag of the call that started it: its sender runs
 //!   another barrier. libnbc's first round sends at once to the next rank,
 //!   so some hwbarr rank sees one whenever the ranks are mixed.
-//! - A failure notice (`agree::FAILED`, 8 bytes, the only message of that
+//! - A failure notice (`FAILED`, 8 bytes, the only message of that
 //!   size on hwbarr's tag) waiting unreceived: a rank failed, for instance
 //!   because it saw such a peer, and told us before we expected anything
 //!   from it. Notices reach only the receives that expect them otherwise.
@@ -20,9 +20,9 @@
 
 use std::ffi::c_int;
 
-use crate::agree;
+use crate::exchange::words;
 use crate::ompi::report::{self, Topic};
-use crate::p2p::{Flight, P2p, ERROR};
+use crate::p2p::{Flight, P2p, ERROR, FAILED};
 
 /// Polls between two looks.
 const EVERY: u32 = 16;
@@ -30,14 +30,14 @@ const EVERY: u32 = 16;
 pub struct Lookout {
     /// The tag a peer's libnbc barrier of this call would use: the one
     /// this rank took for it (None for a blocking MPI_Barrier, which meets
-    /// tuned's on hwbarr's own tag instead: `agree::greeting`).
+    /// tuned's on hwbarr's own tag instead: `words::greeting`).
     foreign: Option<c_int>,
     polls: u32,
 }
 
 impl Lookout {
     /// For the first exchange of a barrier call that took `foreign` as its
-    /// non-blocking collective tag (`engine::issue`).
+    /// non-blocking collective tag (`engine`).
     pub fn new(foreign: Option<c_int>) -> Lookout {
         Lookout { foreign, polls: 0 }
     }
@@ -52,14 +52,14 @@ impl Lookout {
         }
         let p2p = flight.p2p();
         if let Some((peer, _)) = self.foreign.and_then(|tag| p2p.probe(Some(tag))) {
-            report::warn(Topic::NotHwbarr, &agree::stranger(peer));
+            report::warn(Topic::NotHwbarr, &words::stranger(peer));
             return Err(ERROR);
         }
         match p2p.probe(None) {
             // A notice, unless our last receives matched meanwhile (the
             // probe turns progress): then it is for a later barrier, which
             // a peer that already left this one failed in.
-            Some((_, bytes)) if bytes == std::mem::size_of_val(&agree::FAILED) => match flight.done()? {
+            Some((_, bytes)) if bytes == std::mem::size_of_val(&FAILED) => match flight.done()? {
                 true => Ok(()),
                 false => Err(ERROR),
             },
@@ -87,10 +87,10 @@ mod tests {
             assert!(!flight.done().unwrap());
             if awaited_arrives {
                 net[0].send(&[1, 2], 1).unwrap();
-                net[0].send(&[agree::FAILED], 1).unwrap();
+                net[0].send(&[FAILED], 1).unwrap();
             } else {
                 // Rank 2, which we do not wait on, failed and told us.
-                net[2].send(&[agree::FAILED], 1).unwrap();
+                net[2].send(&[FAILED], 1).unwrap();
             }
             let r = Lookout::new(None).check(&mut flight);
             assert_eq!(r.is_ok(), awaited_arrives, "awaited message arrived: {awaited_arrives}");

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use crate::bootstrap::Boot;
+use crate::barrier::hier::HierOp;
+use crate::barrier::inter::InterAlgorithm;
+use crate::barrier::{device, Op};
 use crate::comm::{Comm, Options};
-use crate::hier::HierOp;
-use crate::inter::InterAlgorithm;
-use crate::lookout::Lookout;
+use crate::exchange::lookout::Lookout;
 use crate::p2p::mem::{self, Mem};
 use crate::p2p::P2p;
 use crate::settings::{Algorithm, Idle};
@@ -50,31 +50,11 @@ fn barrier(c: &Comm<Mem>, k: u32) -> Result<(), c_int> {
     if let Some(rc) = c.broken() {
         return Err(rc);
     }
-    let blocking = k.is_multiple_of(2);
-    if c.agreed() && c.algorithm() == Algorithm::Linear {
-        return c.linear_barrier();
-    }
-    if c.is_multi_node() {
-        if let (Some(t), true) = (c.topo(), blocking) {
-            let t = t.clone();
-            return c.hier_barrier(&t);
-        }
-        let mut op = HierOp::start(c, Some(Lookout::new(Some(FOREIGN)))).inspect_err(|&rc| c.fail(rc))?;
-        return drive(c, || Ok(op.poll(c)?.then_some(())));
-    }
-    match c.segment() {
-        None => {
-            let t = c.topo().expect("one node").clone();
-            let lookout = Some(Lookout::new(Some(FOREIGN)));
-            let mut b = Boot::start(c.p2p().clone(), &t.local, t.me, c.settings(), lookout).inspect_err(|&rc| c.fail(rc))?;
-            let agreed = drive(c, || b.poll())?;
-            c.device_ready(agreed);
-            Ok(())
-        }
-        Some(seg) if blocking => c.device_barrier(seg),
-        Some(seg) => {
-            let ticket = c.arrive(seg);
-            drive(c, || Ok(c.released(seg, ticket)?.then_some(())))
+    match c.route() {
+        Some(route) if k.is_multiple_of(2) => crate::barrier::run(c, route),
+        _ => {
+            let mut op = Op::start(c, Some(FOREIGN)).inspect_err(|&rc| c.fail(rc))?;
+            drive(c, || Ok(op.poll(c)?.then_some(())))
         }
     }
 }
@@ -239,18 +219,14 @@ fn drop_mid_exchange(ep: Mem, n: usize, multi: bool, algorithm: Algorithm, stop:
     let mut idle = Stalled::new(&ep);
     let mut done = false;
     if multi {
-        if let Ok(mut op) = HierOp::start(&c, Some(Lookout::new(Some(FOREIGN)))) {
+        if let Ok(mut op) = HierOp::first(&c, Lookout::new(Some(FOREIGN))) {
             while !done && ep.ops() < stop && idle.more(&ep) {
                 done = !matches!(op.poll(&c), Ok(false));
             }
         }
-    } else {
-        let t = c.topo().expect("one node").clone();
-        let lookout = Some(Lookout::new(Some(FOREIGN)));
-        if let Ok(mut b) = Boot::start(c.p2p().clone(), &t.local, t.me, c.settings(), lookout) {
-            while !done && ep.ops() < stop && idle.more(&ep) {
-                done = !matches!(b.poll(), Ok(None));
-            }
+    } else if let Ok(mut x) = device::first(&c, Lookout::new(Some(FOREIGN))) {
+        while !done && ep.ops() < stop && idle.more(&ep) {
+            done = !matches!(x.poll(), Ok(None));
         }
     }
     // The exchange was dropped at the end of its block; now the state.

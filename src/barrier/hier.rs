@@ -9,22 +9,24 @@
 //! Each step only posts requests or reads shared words, and `poll` says
 //! whether the operation is over, so the engine can drive it from MPI
 //! progress while the application computes. The blocking MPI_Barrier keeps
-//! its own direct path (`Comm::hier_barrier`) once the layout is known
-//! and nothing is queued. After an error the communicator's barriers stay
+//! its own direct path (`barrier`) once the layout is known and nothing is
+//! queued. After an error the communicator's barriers stay
 //! failed (`Comm::fail`): requests may be left posted, so peers
 //! would otherwise match the wrong messages.
 
 use std::ffi::c_int;
 
-use crate::agree::Settings;
-use crate::bootstrap::{Boot, Verdict};
-use crate::comm::{Comm, Ticket};
-use crate::inter::{self, InterAlgorithm};
-use crate::linear::LinearOp;
-use crate::lookout::Lookout;
+use crate::barrier::device::{self, Ticket};
+use crate::barrier::inter::{self, InterAlgorithm};
+use crate::barrier::linear::{self, LinearOp};
+use crate::comm::{Comm, Core};
+use crate::exchange::device::DeviceExchange;
+use crate::exchange::layout::LayoutExchange;
+use crate::exchange::lookout::Lookout;
+use crate::exchange::words::Settings;
+use crate::layout::Layout;
 use crate::p2p::{Flight, P2p};
 use crate::settings::Algorithm;
-use crate::topo::{Exchange, Topo};
 
 /// A node-local meeting in progress.
 enum Local<P: P2p> {
@@ -41,8 +43,10 @@ struct Leaders<P: P2p> {
 }
 
 enum Stage<P: P2p> {
-    Layout(Box<Exchange<P>>),
-    Boot(Box<Boot<P>>),
+    /// First barrier: finding the layout (`exchange::layout`).
+    Layout(Box<LayoutExchange<P>>),
+    /// First barrier: setting the node's device up (`exchange::device`).
+    Boot(Box<DeviceExchange<P>>),
     Gather(Local<P>),
     Leaders(Leaders<P>),
     Release(Local<P>),
@@ -51,20 +55,23 @@ enum Stage<P: P2p> {
 /// One barrier on a communicator spanning nodes, in progress.
 pub struct HierOp<P: P2p> {
     stage: Stage<P>,
+    /// The node's core (None during the first barrier, which meets in
+    /// the exchanges instead).
+    core: Option<Core>,
 }
 
 impl<P: P2p> HierOp<P> {
-    /// Enters a barrier on `st` (a communicator spanning nodes); `lookout`
-    /// watches its first exchange, if this is the first barrier.
-    pub fn start(st: &Comm<P>, lookout: Option<Lookout>) -> Result<HierOp<P>, c_int> {
-        let stage = match st.topo() {
-            None => {
-                let lookout = lookout.unwrap_or(Lookout::new(None));
-                Stage::Layout(Box::new(Exchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), lookout)?))
-            }
-            Some(t) => Stage::Gather(local(st, t)?),
-        };
-        Ok(HierOp { stage })
+    /// The first barrier on `st` (a communicator spanning nodes): finds the
+    /// layout, then sets the node's device up; `lookout` watches it.
+    pub fn first(st: &Comm<P>, lookout: Lookout) -> Result<HierOp<P>, c_int> {
+        let x = LayoutExchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), lookout)?;
+        Ok(HierOp { stage: Stage::Layout(Box::new(x)), core: None })
+    }
+
+    /// A barrier on `st` once its route is agreed (`Route::Hier(core)`).
+    pub fn start(st: &Comm<P>, core: Core) -> Result<HierOp<P>, c_int> {
+        let t = st.layout().expect("layout known");
+        Ok(HierOp { stage: Stage::Gather(local(st, t, core)?), core: Some(core) })
     }
 
     /// Advances without blocking; true when the barrier is over.
@@ -76,17 +83,17 @@ impl<P: P2p> HierOp<P> {
                     Some((t, agreed)) => {
                         let alone = t.local.len() < 2;
                         let device = agreed.fallback.is_none() && agreed.algorithm != Algorithm::Linear;
-                        let settings = Settings { algorithm: agreed.algorithm, inter: Some(agreed.inter) };
+                        let settings = Settings { algorithm: agreed.algorithm, inter: agreed.inter };
                         let boot = if alone || !device {
                             None
                         } else {
-                            Some(Boot::start(st.p2p().clone(), &t.local, t.me, settings, None)?)
+                            Some(DeviceExchange::start(st.p2p().clone(), &t.local, t.me, settings, None)?)
                         };
-                        st.layout_known(t, agreed);
+                        st.adopt_layout(t, agreed);
                         match boot {
                             None => {
                                 if device {
-                                    st.node_ready(None);
+                                    st.adopt_node_device(None);
                                 }
                                 return Ok(true);
                             }
@@ -96,17 +103,18 @@ impl<P: P2p> HierOp<P> {
                 },
                 Stage::Boot(b) => match b.poll()? {
                     None => return Ok(false),
-                    Some(agreed) => {
-                        st.node_ready(Some(match agreed.verdict {
-                            Verdict::Device(seg) => Ok(seg),
-                            Verdict::NoDevice(why) => Err(why),
-                            Verdict::Linear => Err("agreed on linear".into()),
+                    Some((agreed, seg)) => {
+                        st.adopt_node_device(Some(match (seg, agreed.fallback) {
+                            (Some(seg), _) => Ok(seg),
+                            (None, Some(why)) => Err(why),
+                            (None, None) => Err("agreed on linear".into()),
                         }));
                         return Ok(true);
                     }
                 },
                 Stage::Gather(l) => {
-                    let t = st.topo().expect("layout known");
+                    let t = st.layout().expect("layout known");
+                    let core = self.core.expect("route agreed");
                     if !local_done(st, l)? {
                         return Ok(false);
                     }
@@ -116,11 +124,11 @@ impl<P: P2p> HierOp<P> {
                         inter::post(&mut g.flight, &t.leaders, t.node, alg, g.step)?;
                         Stage::Leaders(g)
                     } else {
-                        Stage::Release(local(st, t)?)
+                        Stage::Release(local(st, t, core)?)
                     }
                 }
                 Stage::Leaders(g) => {
-                    let t = st.topo().expect("layout known");
+                    let t = st.layout().expect("layout known");
                     if !g.flight.done()? {
                         return Ok(false);
                     }
@@ -129,7 +137,7 @@ impl<P: P2p> HierOp<P> {
                         inter::post(&mut g.flight, &t.leaders, t.node, g.alg, g.step)?;
                         continue;
                     }
-                    Stage::Release(local(st, t)?)
+                    Stage::Release(local(st, t, self.core.expect("route agreed"))?)
                 }
                 Stage::Release(l) => return local_done(st, l),
             };
@@ -138,18 +146,43 @@ impl<P: P2p> HierOp<P> {
     }
 }
 
+/// The blocking barrier on a communicator spanning nodes, once its layout
+/// is known and nothing is queued: a node-local barrier (all local ranks
+/// arrived), the leaders' inter-node barrier, then a node-local barrier
+/// that releases the node's ranks.
+pub fn barrier<P: P2p>(st: &Comm<P>, core: Core) -> Result<(), c_int> {
+    let t = st.layout().expect("layout known");
+    local_phase(st, t, core)?;
+    if t.is_leader() && t.leaders.len() > 1 {
+        let mut f = Flight::new(st.p2p().clone());
+        inter::barrier(&mut f, &t.leaders, t.node, st.inter_algorithm())?;
+    }
+    local_phase(st, t, core)
+}
+
+/// A blocking node-local meeting.
+fn local_phase<P: P2p>(st: &Comm<P>, t: &Layout, core: Core) -> Result<(), c_int> {
+    if t.local.len() < 2 {
+        return Ok(());
+    }
+    match st.segment() {
+        Some(_) => device::barrier(st, core),
+        None => linear::barrier_among(st.p2p(), &t.local, t.me),
+    }
+}
+
 /// Enters a node-local meeting: on the node's device, or linear among the
 /// node's ranks if it has none (a rank alone on its node meets nobody).
-fn local<P: P2p>(st: &Comm<P>, t: &Topo) -> Result<Local<P>, c_int> {
+fn local<P: P2p>(st: &Comm<P>, t: &Layout, core: Core) -> Result<Local<P>, c_int> {
     match st.segment() {
-        Some(seg) if t.local.len() > 1 => Ok(Local::Device(st.arrive(seg))),
+        Some(_) if t.local.len() > 1 => Ok(Local::Device(device::arrive(st, core))),
         _ => Ok(Local::Linear(LinearOp::start(st.p2p().clone(), &t.local, t.me)?)),
     }
 }
 
 fn local_done<P: P2p>(st: &Comm<P>, l: &mut Local<P>) -> Result<bool, c_int> {
     match l {
-        Local::Device(ticket) => st.released(st.segment().expect("device"), *ticket),
+        Local::Device(ticket) => device::released(st, *ticket),
         Local::Linear(op) => op.poll(),
     }
 }
@@ -157,7 +190,7 @@ fn local_done<P: P2p>(st: &Comm<P>, l: &mut Local<P>) -> Result<bool, c_int> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comm::Options;
+    use crate::comm::{Options, Route};
     use crate::p2p::mem;
     use crate::settings::Idle;
     use crate::wait::WaitPolicy;
@@ -175,19 +208,20 @@ mod tests {
             let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
             let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy };
             let c = Comm::new(ep, r, n as c_int, 9, true, opts);
-            let mut op = HierOp::start(&c, None).unwrap();
+            let mut op = HierOp::first(&c, Lookout::new(None)).unwrap();
             while !op.poll(&c).unwrap() {
                 std::thread::yield_now();
             }
-            let t = c.topo().expect("layout found").clone();
-            assert_eq!((c.algorithm(), c.inter_algorithm(), c.unusable()), (algorithm, inter, false));
+            let t = c.layout().expect("layout found").clone();
+            let core = Core::of(algorithm).expect("a device algorithm");
+            assert_eq!((c.route(), c.inter_algorithm()), (Some(Route::Hier(core)), inter));
             assert_eq!(c.segment().is_some(), t.local.len() > 1, "a device where ranks share a node");
             for k in 1..=40 {
                 entered.fetch_add(1, SeqCst);
                 if k % 2 == 0 {
-                    c.hier_barrier(&t).unwrap();
+                    barrier(&c, core).unwrap();
                 } else {
-                    let mut op = HierOp::start(&c, None).unwrap();
+                    let mut op = HierOp::start(&c, core).unwrap();
                     while !op.poll(&c).unwrap() {
                         std::thread::yield_now();
                     }

@@ -1,69 +1,19 @@
-//! Who shares a node: the ranks of a communicator grouped by node, one
-//! leader per node (its lowest rank). Found on the first barrier of a
-//! communicator that spans nodes, never at creation.
+//! Finding a communicator's node layout on its first barrier, when it
+//! spans nodes: every rank sends its host name and settings to rank 0,
+//! which answers each with every rank's node id and the settings every
+//! rank adopts (`words`). Rank 0 hears from all before anyone hears back,
+//! so the exchange is itself a barrier.
 
 use std::ffi::c_int;
 
-use crate::agree::{self, Greeting, Settings, SETTINGS_WORDS};
-use crate::core::toggle;
-use crate::inter::{self, InterAlgorithm};
-use crate::lookout::Lookout;
+use crate::exchange::lookout::Lookout;
+use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
+use crate::exchange::Agreed;
+use crate::barrier::inter::{self, InterAlgorithm};
+use crate::layout::Layout;
 use crate::ompi::report::{self, Topic};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
-
-/// A communicator's layout seen from one rank.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Topo {
-    /// Ranks (in the communicator) on our node, ascending; `local[0]` leads.
-    pub local: Vec<c_int>,
-    /// Our index in `local`.
-    pub me: usize,
-    /// Each node's leader, nodes in order of their lowest rank.
-    pub leaders: Vec<c_int>,
-    /// Our node's index in `leaders`.
-    pub node: usize,
-    /// Toggle wires for the local ranks.
-    pub shape: toggle::Shape,
-}
-
-impl Topo {
-    /// Every rank on one node.
-    pub fn single(rank: c_int, size: c_int) -> Topo {
-        Topo {
-            local: (0..size).collect(),
-            me: rank as usize,
-            leaders: vec![0],
-            node: 0,
-            shape: toggle::Shape::new(size as usize),
-        }
-    }
-
-    /// From the node id of every rank (`nodes[r]` for rank r).
-    pub fn from_nodes(nodes: &[u32], rank: c_int) -> Topo {
-        let mine = nodes[rank as usize];
-        let local: Vec<c_int> = (0..nodes.len() as c_int).filter(|&r| nodes[r as usize] == mine).collect();
-        let mut leaders: Vec<c_int> = Vec::new();
-        let mut seen: Vec<u32> = Vec::new();
-        for (r, &n) in nodes.iter().enumerate() {
-            if !seen.contains(&n) {
-                seen.push(n);
-                leaders.push(r as c_int);
-            }
-        }
-        Topo {
-            me: local.iter().position(|&r| r == rank).expect("own rank"),
-            node: seen.iter().position(|&n| n == mine).expect("own node"),
-            shape: toggle::Shape::new(local.len()),
-            local,
-            leaders,
-        }
-    }
-
-    pub fn is_leader(&self) -> bool {
-        self.me == 0
-    }
-}
 
 /// Bytes of a host name that count (longer names are cut).
 const NAME_WORDS: usize = 8;
@@ -82,24 +32,8 @@ const HELLO_WORDS: usize = 1 + NAME_WORDS + SETTINGS_WORDS;
 /// algorithm, and 1 if the ranks fall back together (protocol versions).
 const TAIL_WORDS: usize = 4;
 
-/// What rank 0 decided in the layout exchange, the same on every rank.
-pub struct Agreed {
-    /// The local algorithm (rank 0's, resolved).
-    pub algorithm: Algorithm,
-    /// The leaders' algorithm (rank 0's request, resolved by node count).
-    pub inter: InterAlgorithm,
-    /// Some(why): every rank falls back to hwbarr's linear barrier.
-    pub fallback: Option<String>,
-    /// Rank 0 only: what differed between the ranks.
-    pub disagreement: Option<String>,
-}
-
-/// Finding the layout on a communicator's first barrier, without blocking:
-/// every rank sends its host name and settings to rank 0, which answers
-/// each with every rank's node id and the settings every rank adopts
-/// (`agree`). Rank 0 hears from all before anyone hears back, so the
-/// exchange is itself a barrier.
-pub struct Exchange<P: P2p> {
+/// One rank's part of the layout exchange, advanced without blocking.
+pub struct LayoutExchange<P: P2p> {
     rank: c_int,
     settings: Settings,
     flight: Flight<P>,
@@ -119,15 +53,15 @@ pub struct Exchange<P: P2p> {
     lookout: Lookout,
 }
 
-impl<P: P2p> Exchange<P> {
+impl<P: P2p> LayoutExchange<P> {
     /// Starts the exchange as `rank` of `size` on `p2p`'s communicator.
-    pub fn start(p2p: P, rank: c_int, size: c_int, settings: Settings, lookout: Lookout) -> Result<Exchange<P>, c_int> {
+    pub fn start(p2p: P, rank: c_int, size: c_int, settings: Settings, lookout: Lookout) -> Result<LayoutExchange<P>, c_int> {
         let n = size as usize;
         let mut mine = [0u64; HELLO_WORDS];
-        mine[0] = agree::hello();
+        mine[0] = words::hello();
         mine[1..1 + NAME_WORDS].copy_from_slice(&name_words(&p2p.host()));
         mine[1 + NAME_WORDS..].copy_from_slice(&settings.words());
-        let mut x = Exchange {
+        let mut x = LayoutExchange {
             rank,
             settings,
             flight: Flight::new(p2p),
@@ -163,13 +97,13 @@ impl<P: P2p> Exchange<P> {
         }
         let n = self.names.len();
         for (q, w) in self.names.iter().enumerate() {
-            match agree::greeting(w[0]) {
+            match words::greeting(w[0]) {
                 Greeting::Stranger => {
-                    report::warn(Topic::NotHwbarr, &agree::stranger(q as c_int));
+                    report::warn(Topic::NotHwbarr, &words::stranger(q as c_int));
                     return Err(ERROR);
                 }
                 Greeting::Version(v) if self.fallback.is_none() => {
-                    self.fallback = Some(format!("rank {q} runs hwbarr protocol {v}, rank 0 protocol {}", agree::protocol()));
+                    self.fallback = Some(format!("rank {q} runs hwbarr protocol {v}, rank 0 protocol {}", words::protocol()));
                 }
                 _ => {}
             }
@@ -186,20 +120,20 @@ impl<P: P2p> Exchange<P> {
         let mine = &settings[0];
         let inter = inter::choose(mine.inter, nodes);
         let mut differ = Vec::new();
-        if let Some(d) = agree::differ(&algs) {
+        if let Some(d) = words::differ(&algs) {
             differ.push(("algorithm", d));
         }
-        if let Some(d) = agree::differ(&inters) {
+        if let Some(d) = words::differ(&inters) {
             differ.push(("inter", d));
         }
         if !differ.is_empty() {
             let chosen = format!("settings (algorithm {}, inter {inter})", mine.algorithm);
-            self.disagreement = Some(agree::disagreement(&differ, &chosen));
+            self.disagreement = Some(words::disagreement(&differ, &chosen));
         }
         let code = |a: Algorithm| Settings { algorithm: a, inter: None }.words()[0];
         let inter_code = Settings { algorithm: mine.algorithm, inter: Some(inter) }.words()[1];
         self.ids = ids.into_iter().map(u64::from).collect();
-        self.ids.extend([agree::hello(), code(mine.algorithm), inter_code, self.fallback.is_some() as u64]);
+        self.ids.extend([words::hello(), code(mine.algorithm), inter_code, self.fallback.is_some() as u64]);
         for q in 1..n {
             self.flight.send(&self.ids, q as c_int)?;
         }
@@ -207,7 +141,7 @@ impl<P: P2p> Exchange<P> {
     }
 
     /// Advances without blocking: `Ok(Some(layout, agreed))` once known.
-    pub fn poll(&mut self) -> Result<Option<(Topo, Agreed)>, c_int> {
+    pub fn poll(&mut self) -> Result<Option<(Layout, Agreed)>, c_int> {
         if !self.flight.done()? {
             self.lookout.check(&mut self.flight)?;
             return Ok(None);
@@ -222,12 +156,12 @@ impl<P: P2p> Exchange<P> {
         }
         let n = self.ids.len() - TAIL_WORDS;
         let tail = &self.ids[n..];
-        if agree::greeting(tail[0]) == Greeting::Stranger {
-            report::warn(Topic::NotHwbarr, &agree::stranger(0));
+        if words::greeting(tail[0]) == Greeting::Stranger {
+            report::warn(Topic::NotHwbarr, &words::stranger(0));
             return Err(ERROR);
         }
         let Some(s) = Settings::from_words(&tail[1..3]) else {
-            report::warn(Topic::NotHwbarr, &agree::stranger(0));
+            report::warn(Topic::NotHwbarr, &words::stranger(0));
             return Err(ERROR);
         };
         let fallback = match (tail[3], self.fallback.take()) {
@@ -238,11 +172,11 @@ impl<P: P2p> Exchange<P> {
         let nodes: Vec<u32> = self.ids[..n].iter().map(|&i| i as u32).collect();
         let agreed = Agreed {
             algorithm: s.algorithm,
-            inter: s.inter.unwrap_or_else(|| inter::choose(None, 1)),
+            inter: Some(s.inter.unwrap_or_else(|| inter::choose(None, 1))),
             fallback,
             disagreement: self.disagreement.take(),
         };
-        Ok(Some((Topo::from_nodes(&nodes, self.rank), agreed)))
+        Ok(Some((Layout::from_nodes(&nodes, self.rank), agreed)))
     }
 }
 
@@ -270,14 +204,14 @@ mod tests {
         // 1/2/1 ranks: a, b, b, c.
         let ids = node_ids(&[b"a".to_vec(), b"b".to_vec(), b"b".to_vec(), b"c".to_vec()]);
         assert_eq!(ids, vec![0, 1, 1, 2]);
-        let t = Topo::from_nodes(&ids, 2);
+        let t = Layout::from_nodes(&ids, 2);
         assert_eq!((t.local.clone(), t.me, t.leaders.clone(), t.node), (vec![1, 2], 1, vec![0, 1, 3], 1));
         assert!(!t.is_leader());
-        let t = Topo::from_nodes(&ids, 3);
+        let t = Layout::from_nodes(&ids, 3);
         assert_eq!((t.local.clone(), t.me, t.node), (vec![3], 0, 2));
         assert!(t.is_leader());
         // Interleaved placement: a b a b.
-        let t = Topo::from_nodes(&[0, 1, 0, 1], 2);
+        let t = Layout::from_nodes(&[0, 1, 0, 1], 2);
         assert_eq!((t.local, t.me, t.leaders, t.node), (vec![0, 2], 1, vec![0, 1], 0));
     }
 
@@ -304,7 +238,7 @@ mod exchange_tests {
             let r = ep.rank();
             let inter = (r == 2).then_some(InterAlgorithm::Dissemination);
             let s = Settings { algorithm: Algorithm::Toggle, inter };
-            let mut x = Exchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
+            let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     return done;
@@ -313,8 +247,8 @@ mod exchange_tests {
             }
         });
         for (r, (t, a)) in out.iter().enumerate() {
-            assert_eq!(t, &Topo::from_nodes(&[0, 1, 0, 1], r as c_int));
-            assert_eq!((a.algorithm, a.inter, a.fallback.is_none()), (Algorithm::Toggle, InterAlgorithm::Counter, true));
+            assert_eq!(t, &Layout::from_nodes(&[0, 1, 0, 1], r as c_int));
+            assert_eq!((a.algorithm, a.inter, a.fallback.is_none()), (Algorithm::Toggle, Some(InterAlgorithm::Counter), true));
             assert_eq!(a.disagreement.is_some(), r == 0);
         }
         assert_eq!((out[3].0.local.clone(), out[3].0.leaders.clone(), out[3].0.node), (vec![1, 3], vec![0, 1], 1));
@@ -329,10 +263,10 @@ mod exchange_tests {
             let out = mem::run(mem::network(&["a", "b", "a", "b"]), move |ep| {
                 let r = ep.rank();
                 if r == odd {
-                    agree::TEST_PROTOCOL.with(|p| p.set(Some(2)));
+                    words::TEST_PROTOCOL.with(|p| p.set(Some(2)));
                 }
                 let s = Settings { algorithm: Algorithm::Counter, inter: None };
-                let mut x = Exchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
+                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
                 loop {
                     if let Some(done) = x.poll().unwrap() {
                         return done;
@@ -341,7 +275,7 @@ mod exchange_tests {
                 }
             });
             for (r, (t, a)) in out.iter().enumerate() {
-                assert_eq!(t, &Topo::from_nodes(&[0, 1, 0, 1], r as c_int));
+                assert_eq!(t, &Layout::from_nodes(&[0, 1, 0, 1], r as c_int));
                 let why = a.fallback.as_deref().unwrap_or_else(|| panic!("rank {r} did not fall back (odd {odd})"));
                 assert!(why.contains("protocol"), "rank {r}: {why}");
             }

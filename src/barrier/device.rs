@@ -1,0 +1,90 @@
+//! The route of a one-node communicator: its ranks meet on the node's
+//! shared-memory device (`shm::segment`), with the toggle-wire or the
+//! DMA-counter core (`core`). A node's local phases across nodes (`hier`)
+//! use the same entry and release.
+
+use std::ffi::c_int;
+
+use crate::comm::{Comm, Core};
+use crate::core::{counter, toggle};
+use crate::exchange::device::DeviceExchange;
+use crate::exchange::lookout::Lookout;
+use crate::p2p::{P2p, ERROR};
+use crate::shm::futex::Kernel;
+use crate::shm::segment::Segment;
+use crate::shm::sleep;
+use crate::wait;
+
+/// Sleeps on the device's words last at most a slice of the wait.
+const FUTEX: Kernel = Kernel { timeout: wait::SLEEP_SLICE };
+
+/// Where a rank stands in the barrier it entered on the device.
+#[derive(Clone, Copy, Debug)]
+pub enum Ticket {
+    Toggle(toggle::Target),
+    Counter,
+}
+
+/// One node, first barrier: starts the device exchange among every rank.
+pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>, c_int> {
+    let t = c.layout().expect("one-node layout");
+    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, c.settings(), Some(lookout))
+}
+
+/// The blocking barrier on a ready device: enter and wait.
+pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
+    let t = arrive(c, core);
+    wait(c, t)
+}
+
+/// Enters a barrier on the device, waking the sleepers our arrival
+/// released (`shm::sleep`: no lost wake-up, and no system call when
+/// nobody sleeps).
+pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
+    let seg = c.segment().expect("device set up");
+    let t = c.layout().expect("layout known before the device");
+    let me = t.me;
+    match core {
+        Core::Counter => {
+            let (cells, asleep) = (seg.counters(), seg.asleep());
+            counter::arrive_with(cells, me, |q| sleep::counter_wake(&FUTEX, &cells[q], &asleep[q]));
+            Ticket::Counter
+        }
+        Core::Toggle => {
+            let w = seg.wires();
+            let (target, fired) = toggle::arrive(&t.shape, &w, me);
+            if fired {
+                sleep::toggle_wake(&FUTEX, &w, seg.sleepers());
+            }
+            Ticket::Toggle(target)
+        }
+    }
+}
+
+/// Whether `t` is released; an error (and the communicator failed) if it
+/// is not and some rank marked the device failed: that rank may never
+/// arrive.
+pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
+    let seg = c.segment().expect("device set up");
+    let done = match t {
+        Ticket::Counter => counter::is_released(seg.counters(), c.layout().expect("layout").me),
+        Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
+    };
+    if !done && seg.failed() {
+        c.fail(ERROR);
+        return Err(ERROR);
+    }
+    Ok(done)
+}
+
+/// Waits by the communicator's policy until `t` is released (or the
+/// device failed).
+pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
+    let seg: &Segment = c.segment().expect("device set up");
+    let me = c.layout().expect("layout").me;
+    let sleep = || match t {
+        Ticket::Counter => sleep::counter_sleep(&FUTEX, &seg.counters()[me], &seg.asleep()[me]),
+        Ticket::Toggle(target) => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
+    };
+    wait::try_wait_until(c.policy(), || released(c, t), || c.p2p().progress(), sleep)
+}

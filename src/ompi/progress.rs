@@ -1,0 +1,98 @@
+//! Open MPI's progress engine drives hwbarr's barriers in flight: a
+//! callback, registered when the first module has something queued,
+//! advances every module with operations in flight, and costs one atomic
+//! load on every progress turn when nothing is.
+
+use std::ffi::c_int;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Mutex, TryLockError};
+
+use crate::ompi::ffi;
+use crate::ompi::report::guard;
+
+/// What progress advances: a module's state with operations in flight.
+pub(crate) trait Watched: Sync {
+    /// Advances its operations without blocking: how many finished, and
+    /// whether some are still in flight; None if another thread holds them
+    /// (they stay watched).
+    fn advance_watched(&self) -> Option<(u64, bool)>;
+}
+
+/// A watched state, by address.
+struct Entry(*const dyn Watched);
+
+// SAFETY: a `Watched` is Sync, and an entry is only dereferenced while it
+// is in the list, which `forget` leaves before the state is dropped.
+unsafe impl Send for Entry {}
+
+/// The states of the modules with operations in flight.
+static WATCHED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+static WATCHING: AtomicUsize = AtomicUsize::new(0);
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// Have progress advance `st` until it has nothing in flight.
+///
+/// # Safety
+/// `st` stays alive until `forget(st)` (its destructor calls it).
+pub(crate) unsafe fn watch(st: &(dyn Watched + 'static)) {
+    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+    let p = st as *const dyn Watched;
+    if !w.iter().any(|e| std::ptr::addr_eq(e.0, p)) {
+        w.push(Entry(p));
+    }
+    WATCHING.store(w.len(), Release);
+    if !REGISTERED.load(Relaxed) && !REGISTERED.swap(true, Relaxed) {
+        // SAFETY: registers a plain function that lives as long as the
+        // component is loaded; `shutdown` unregisters it at close.
+        unsafe { ffi::opal_progress_register(Some(progress)) };
+    }
+}
+
+/// Called when a module's state is dropped.
+pub(crate) fn forget(st: &dyn Watched) {
+    let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+    let p = st as *const dyn Watched;
+    w.retain(|e| !std::ptr::addr_eq(e.0, p));
+    WATCHING.store(w.len(), Release);
+}
+
+/// Component close: no callback may outlive our code.
+pub fn shutdown() {
+    if REGISTERED.swap(false, Relaxed) {
+        // SAFETY: unregisters the function registered in `watch`.
+        unsafe { ffi::opal_progress_unregister(Some(progress)) };
+    }
+}
+
+/// Open MPI's progress engine calls this on every turn: advance the
+/// watched modules. Cheap when nothing is in flight (one atomic load).
+unsafe extern "C" fn progress() -> c_int {
+    if WATCHING.load(Relaxed) == 0 {
+        return 0;
+    }
+    guard("progress", 0, || {
+        let mut events = 0;
+        // A panic caught while the lock was held poisons it; the list
+        // itself is still sound, so keep going with it.
+        let mut w = match WATCHED.try_lock() {
+            Ok(w) => w,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return 0,
+        };
+        w.retain(|e| {
+            // SAFETY: watched states are alive: `forget` removes them
+            // under this lock before they are dropped.
+            let st = unsafe { &*e.0 };
+            match st.advance_watched() {
+                Some((finished, in_flight)) => {
+                    events += finished as c_int;
+                    in_flight
+                }
+                None => true,
+            }
+        });
+        WATCHING.store(w.len(), Release);
+        events
+    })
+}
