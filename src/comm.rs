@@ -17,6 +17,7 @@ use crate::ompi::report::{self, Topic};
 use crate::p2p::{self, P2p, ERROR};
 use crate::settings::Algorithm;
 use crate::shm::segment::Segment;
+use crate::topology::{Place, Topology};
 use crate::wait::WaitPolicy;
 
 /// Largest communicator `auto` gives the counter barrier: every rank sends
@@ -89,6 +90,10 @@ pub struct Options {
     pub inter: Option<InterAlgorithm>,
     pub verbose: c_int,
     pub policy: WaitPolicy,
+    /// The `topology` parameter: where node-local ranks sit in the caches.
+    pub topology: Topology,
+    /// This process's place by its binding (`topology` auto).
+    pub own_place: Place,
 }
 
 /// One communicator's barrier state.
@@ -155,6 +160,12 @@ impl<P: P2p> Comm<P> {
 
     pub fn policy(&self) -> WaitPolicy {
         self.opts.policy
+    }
+
+    /// The place in the node's caches of node-local rank `local` (ours is
+    /// `layout().me`), for the device's toggle tree.
+    pub fn place(&self, local: usize) -> Place {
+        self.opts.topology.place(local, self.opts.own_place)
     }
 
     /// The agreed route; None while the first exchange runs.
@@ -300,9 +311,13 @@ impl<P: P2p> Comm<P> {
                         }
                         _ => format!("{alg} ({})", self.waiting()),
                     };
+                    let tree = match core {
+                        Core::Toggle => format!(", toggle banks per level {}", seg.shape().describe()),
+                        Core::Counter => String::new(),
+                    };
                     report::verbose(1, &format!(
                         "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \
-                         on shared memory ({} bytes)",
+                         on shared memory ({} bytes{tree})",
                         self.cid,
                         self.size,
                         seg.layout().len
@@ -364,8 +379,12 @@ impl<P: P2p> Comm<P> {
         let local_note = match outcome {
             None => "alone on its node".to_string(),
             Some(Ok(seg)) => {
+                let tree = match self.route() {
+                    Some(Route::Hier(Core::Toggle)) => format!(", toggle banks per level {}", seg.shape().describe()),
+                    _ => String::new(),
+                };
                 let _ = self.seg.set(seg);
-                format!("{} on shared memory ({})", self.algorithm(), self.waiting())
+                format!("{} on shared memory ({}{tree})", self.algorithm(), self.waiting())
             }
             // No segment: the local phases run over point-to-point.
             Some(Err(why)) => {

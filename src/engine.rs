@@ -159,6 +159,7 @@ impl<P: P2p, R: Copy + PartialEq> Queue<P, R> {
 mod tests {
     use super::*;
     use crate::comm::Options;
+    use crate::topology::{Place, Topology};
     use crate::p2p::mem;
     use crate::settings::{Algorithm, Idle};
     use crate::wait::WaitPolicy;
@@ -178,7 +179,7 @@ mod tests {
         mem::run(mem::network(hosts), move |ep| {
             let r = ep.rank();
             let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options { requested: algorithm, inter: None, verbose: 0, policy };
+            let opts = Options { requested: algorithm, inter: None, verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN };
             let multi = hosts.iter().any(|h| *h != hosts[0]);
             let c = Comm::new(ep, r, n as c_int, 3, multi, opts);
             let mut q: Queue<mem::Mem, usize> = Queue::default();

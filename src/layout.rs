@@ -5,8 +5,6 @@
 
 use std::ffi::c_int;
 
-use crate::core::toggle;
-
 /// A communicator's layout seen from one rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -18,8 +16,6 @@ pub struct Layout {
     pub leaders: Vec<c_int>,
     /// Our node's index in `leaders`.
     pub node: usize,
-    /// Toggle wires for the local ranks.
-    pub shape: toggle::Shape,
 }
 
 impl Layout {
@@ -30,7 +26,6 @@ impl Layout {
             me: rank as usize,
             leaders: vec![0],
             node: 0,
-            shape: toggle::Shape::new(size as usize),
         }
     }
 
@@ -49,7 +44,6 @@ impl Layout {
         Layout {
             me: local.iter().position(|&r| r == rank).expect("own rank"),
             node: seen.iter().position(|&n| n == mine).expect("own node"),
-            shape: toggle::Shape::new(local.len()),
             local,
             leaders,
         }

@@ -35,4 +35,5 @@ not_under_loom! {
     mod layout;
     mod ompi;
     mod p2p;
+    mod topology;
 }

@@ -67,8 +67,13 @@ fn run_ranks(n: usize, rounds: usize, body: impl Fn(usize, usize) + Send + Sync 
 }
 
 fn toggle_model(n: usize, rounds: usize) -> bool {
+    toggle_model_on(toggle::Shape::new(n), rounds)
+}
+
+fn toggle_model_on(shape: toggle::Shape, rounds: usize) -> bool {
+    let n = shape.ranks();
     model(move |violated| {
-        let shape = toggle::Shape::new(n);
+        let shape = shape.clone();
         let banks: Arc<Vec<Line<AtomicU64>>> = Arc::new((0..shape.banks()).map(|_| Line(AtomicU64::new(0))).collect());
         let input = Arc::new(AtomicU32::new(0));
         let entered = Arc::new(Entered::new(n, violated));
@@ -106,6 +111,15 @@ fn counter_model(n: usize, rounds: usize, released: fn(&[Line<AtomicI32>], usize
 #[test]
 fn toggle_2_ranks_3_barriers() {
     assert!(!toggle_model(2, 3), "a rank left a barrier early");
+}
+
+/// A tree that follows cache domains: the two ranks in two L3 domains
+/// (one bank each), their banks meeting at the root.
+#[test]
+fn toggle_2_ranks_in_2_domains_2_barriers() {
+    let shape = toggle::Shape::grouped(&[[Some(0), Some(0)], [Some(0), Some(1)]]);
+    assert_eq!(shape.describe(), "2/1");
+    assert!(!toggle_model_on(shape, 2), "a rank left a barrier early");
 }
 
 #[test]

@@ -13,7 +13,7 @@ fn ompi_info_lists_component_and_parameters() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MCA coll: hwbarr"), "{text}");
-    for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter"] {
+    for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter", "topology"] {
         assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
     }
     assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
@@ -61,6 +61,34 @@ fn semantics_every_algorithm_every_size() {
             }
         }
     }
+}
+
+/// Many-core machines this one is not: on a synthetic machine given to
+/// hwbarr (`coll_hwbarr_topology`, node-local rank i on core i), 16 and 32
+/// ranks (oversubscribed) keep barrier semantics on every communicator,
+/// and MPI_COMM_WORLD's toggle tree has one bank per L3 domain and one per
+/// package (its verbose line), where `flat` has one bank for all. A value
+/// that is not a machine is named with the valid ones, and the job runs on
+/// without hwbarr.
+#[test]
+fn toggle_tree_follows_a_synthetic_machine() {
+    for (np, machine, banks) in
+        [(16, "package:2 l3:4 core:2", "8/2/1"), (32, "package:2 l3:2 core:4", "4/2/1"), (32, "flat", "1")]
+    {
+        let env = [("OMPI_MCA_coll_hwbarr_topology", machine)];
+        let job = semantics(np, "toggle", 60, &env);
+        assert!(job.ok(), "np={np} {machine}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
+        let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by toggle");
+        let line = job.stderr().lines().find(|l| l.contains(&want)).map(str::to_string);
+        let line = line.unwrap_or_else(|| panic!("np={np} {machine}: no '{want}'\n{}", job.dump()));
+        assert!(line.contains(&format!("toggle banks per level {banks})")), "np={np} {machine}: {line}");
+    }
+    let job = semantics(2, "toggle", 20, &[("OMPI_MCA_coll_hwbarr_topology", "package:2 numa:3")]);
+    assert!(job.ok(), "{}", job.dump());
+    let err = job.stderr();
+    assert!(err.contains("invalid value 'package:2 numa:3' for MCA parameter coll_hwbarr_topology"), "{err}");
+    assert!(!err.contains("served by toggle"), "hwbarr steps aside: {err}");
 }
 
 /// The checker above can fail: with the barrier left out it must report a

@@ -28,7 +28,7 @@ pub enum Ticket {
 /// One node, first barrier: starts the device exchange among every rank.
 pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>, c_int> {
     let t = c.layout().expect("one-node layout");
-    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, c.settings(), Some(lookout))
+    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, c.settings(), c.place(t.me), Some(lookout))
 }
 
 /// The blocking barrier on a ready device: enter and wait.
@@ -52,7 +52,7 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
         }
         Core::Toggle => {
             let w = seg.wires();
-            let (target, fired) = toggle::arrive(&t.shape, &w, me);
+            let (target, fired) = toggle::arrive(seg.shape(), &w, me);
             if fired {
                 sleep::toggle_wake(&FUTEX, &w, seg.sleepers());
             }

@@ -87,7 +87,7 @@ impl<P: P2p> HierOp<P> {
                         let boot = if alone || !device {
                             None
                         } else {
-                            Some(DeviceExchange::start(st.p2p().clone(), &t.local, t.me, settings, None)?)
+                            Some(DeviceExchange::start(st.p2p().clone(), &t.local, t.me, settings, st.place(t.me), None)?)
                         };
                         st.adopt_layout(t, agreed);
                         match boot {
@@ -191,6 +191,7 @@ fn local_done<P: P2p>(st: &Comm<P>, l: &mut Local<P>) -> Result<bool, c_int> {
 mod tests {
     use super::*;
     use crate::comm::{Options, Route};
+    use crate::topology::{Place, Topology};
     use crate::p2p::mem;
     use crate::settings::Idle;
     use crate::wait::WaitPolicy;
@@ -206,7 +207,14 @@ mod tests {
         let nodes = mem::run(mem::network(hosts), move |ep| {
             let r = ep.rank();
             let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy };
+            let opts = Options {
+                requested: algorithm,
+                inter: Some(inter),
+                verbose: 0,
+                policy,
+                topology: Topology::Flat,
+                own_place: Place::UNKNOWN,
+            };
             let c = Comm::new(ep, r, n as c_int, 9, true, opts);
             let mut op = HierOp::first(&c, Lookout::new(None)).unwrap();
             while !op.poll(&c).unwrap() {

@@ -19,16 +19,24 @@ use crate::sync::{AtomicU32, AtomicU64, Line, Ordering};
 /// Wires per bank word.
 pub const BANK_WIRES: usize = 64;
 
-/// Shape of the bank tree for `n` ranks: (first bank, members) per level,
-/// from the ranks' own wires (level 0) up to a single root bank.
+/// The bank tree: which bank and bit each rank's wire is (level 0), and
+/// each complete bank's wire one level up, to a single root bank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
-    levels: Vec<(usize, usize)>,
-    /// Wires used per bank: BANK_WIRES, fewer only to model-check deep trees.
-    width: usize,
+    /// Per level, each member's bank (index into all banks) and bit.
+    levels: Vec<Vec<(u32, u8)>>,
+    /// Per bank, the bits that are real wires.
+    masks: Vec<u64>,
+    /// Per bank, its index as a member of the level above.
+    up: Vec<u32>,
 }
 
+/// A member's group key at each level (the path of cache domains it lies
+/// in, outermost first); a level up, the innermost part is dropped.
+type Key = Vec<Option<u32>>;
+
 impl Shape {
+    /// Banks of 64 ranks in rank order, and so on up.
     pub fn new(n: usize) -> Shape {
         Shape::with_width(n, BANK_WIRES)
     }
@@ -38,38 +46,85 @@ impl Shape {
     pub fn with_width(n: usize, width: usize) -> Shape {
         assert!(n >= 1, "a barrier needs at least one rank");
         assert!(width > 1 && width <= BANK_WIRES);
-        let mut levels = Vec::new();
-        let (mut first, mut members) = (0, n);
+        Shape::build(vec![Vec::new(); n], width)
+    }
+
+    /// A tree that follows the ranks' cache domains: `paths[r]` is rank
+    /// r's (package, L3 domain). Level 0 has one bank per L3 domain (more
+    /// if it holds over 64 ranks), level 1 one per package, then the root:
+    /// a bank is written only by ranks of one domain, or by one climber
+    /// from each domain below. Ranks with an unknown part share a group
+    /// there. Every rank computes the same tree from the same paths.
+    pub fn grouped(paths: &[[Option<u32>; 2]]) -> Shape {
+        assert!(!paths.is_empty(), "a barrier needs at least one rank");
+        Shape::build(paths.iter().map(|p| p.to_vec()).collect(), BANK_WIRES)
+    }
+
+    /// Groups the members of each level by key (in key order, members in
+    /// index order), `width` to a bank, until one bank is left.
+    fn build(mut keys: Vec<Key>, width: usize) -> Shape {
+        let mut s = Shape { levels: Vec::new(), masks: Vec::new(), up: Vec::new() };
         loop {
-            levels.push((first, members));
-            let banks = members.div_ceil(width);
-            if banks == 1 {
-                return Shape { levels, width };
+            let mut groups: std::collections::BTreeMap<&Key, Vec<usize>> = Default::default();
+            for (m, k) in keys.iter().enumerate() {
+                groups.entry(k).or_default().push(m);
             }
-            first += banks;
-            members = banks;
+            let mut slots = vec![(0u32, 0u8); keys.len()];
+            let mut above: Vec<Key> = Vec::new();
+            for (key, members) in groups {
+                for chunk in members.chunks(width) {
+                    let bank = s.masks.len();
+                    for (bit, &m) in chunk.iter().enumerate() {
+                        slots[m] = (bank as u32, bit as u8);
+                    }
+                    s.masks.push(if chunk.len() == BANK_WIRES { u64::MAX } else { (1u64 << chunk.len()) - 1 });
+                    s.up.push(above.len() as u32);
+                    let mut k = key.clone();
+                    k.pop();
+                    above.push(k);
+                }
+            }
+            s.levels.push(slots);
+            if above.len() == 1 {
+                return s;
+            }
+            keys = above;
         }
     }
 
     /// Bank words the tree needs in all.
     pub fn banks(&self) -> usize {
-        let &(first, _) = self.levels.last().unwrap();
-        first + 1
+        self.masks.len()
     }
 
     /// Ranks served.
     pub fn ranks(&self) -> usize {
-        self.levels[0].1
+        self.levels[0].len()
     }
 
-    /// Bits of bank `b` (index within its level) that are real wires.
-    fn mask(&self, members: usize, b: usize) -> u64 {
-        let used = (members - b * self.width).min(self.width);
-        if used == BANK_WIRES {
-            u64::MAX
-        } else {
-            (1u64 << used) - 1
+    /// Banks per level, bottom up ("24/2/1"), for verbose output.
+    pub fn describe(&self) -> String {
+        let per: Vec<String> = (0..self.levels.len())
+            .map(|l| {
+                let first = self.levels[l].iter().map(|&(b, _)| b).min().unwrap_or(0);
+                let last = self.levels[l].iter().map(|&(b, _)| b).max().unwrap_or(0);
+                (last - first + 1).to_string()
+            })
+            .collect();
+        per.join("/")
+    }
+
+    /// The most banks any tree for `n` ranks (grouped or not) needs: at
+    /// most n at each of the two domain levels, then at most a 64th of the
+    /// level below each.
+    pub fn max_banks(n: usize) -> usize {
+        let mut total = 2 * n;
+        let mut members = n;
+        while members > 1 {
+            members = members.div_ceil(BANK_WIRES);
+            total += members;
         }
+        total + 1
     }
 }
 
@@ -104,23 +159,24 @@ pub fn begin(wires: &Wires, rank: usize) -> Arrival {
 /// target to wait for, and whether this rank fired the FSM.
 pub fn step(shape: &Shape, wires: &Wires, a: &mut Arrival) -> Option<(Target, bool)> {
     let target = Target(a.target);
-    let Some(&(first, members)) = shape.levels.get(a.level) else {
+    let Some(level) = shape.levels.get(a.level) else {
         // The root bank became uniform: the FSM changes state, all inputs flip.
         wires.input.store(a.target, Ordering::Release);
         return Some((target, true));
     };
-    let (b, bit) = (a.idx / shape.width, 1u64 << (a.idx % shape.width));
-    let mask = shape.mask(members, b);
+    let (bank, bit) = level[a.idx];
+    let (bank, bit) = (bank as usize, 1u64 << bit);
+    let mask = shape.masks[bank];
     // AcqRel: the bank's RMW chain carries every earlier arriver's writes
     // to the rank that finds the bank uniform.
-    let now = wires.banks[first + b].fetch_xor(bit, Ordering::AcqRel) ^ bit;
+    let now = wires.banks[bank].fetch_xor(bit, Ordering::AcqRel) ^ bit;
     let uniform = if a.target == 1 { mask } else { 0 };
     if now & mask != uniform {
         return Some((target, false));
     }
     // This bank is complete: toggle its wire one level up.
     a.level += 1;
-    a.idx = b;
+    a.idx = shape.up[bank] as usize;
     None
 }
 
@@ -153,7 +209,10 @@ mod tests {
     use std::sync::Arc;
 
     fn alloc(n: usize) -> (Shape, Vec<Line<AtomicU64>>, AtomicU32) {
-        let s = Shape::new(n);
+        alloc_shape(Shape::new(n))
+    }
+
+    fn alloc_shape(s: Shape) -> (Shape, Vec<Line<AtomicU64>>, AtomicU32) {
         let banks = (0..s.banks()).map(|_| Line(AtomicU64::new(0))).collect();
         (s, banks, AtomicU32::new(0))
     }
@@ -166,9 +225,11 @@ mod tests {
         assert_eq!(Shape::new(4096).banks(), 65);
         assert_eq!(Shape::new(4097).banks(), 65 + 2 + 1);
         let s = Shape::new(65);
-        assert_eq!(s.mask(65, 1), 1);
-        assert_eq!(s.mask(64, 0), u64::MAX);
+        assert_eq!((s.masks[0], s.masks[1], s.masks[2]), (u64::MAX, 1, 0b11));
         assert_eq!(Shape::with_width(5, 2).banks(), 3 + 2 + 1);
+        for n in [1, 2, 64, 65, 192, 4097] {
+            assert!(Shape::new(n).banks() <= Shape::max_banks(n));
+        }
     }
 
     /// Single thread playing all ranks in turn: only the last arrival
@@ -203,6 +264,85 @@ mod tests {
                         let (s, banks, input, entered) = &*sh;
                         let w = Wires { banks, input };
                         for k in 1..=rounds {
+                            entered.fetch_add(1, Ordering::SeqCst);
+                            let (t, _) = arrive(s, &w, r);
+                            while !is_released(&w, t) {
+                                std::thread::yield_now();
+                            }
+                            assert!(entered.load(Ordering::SeqCst) >= k * n, "left early");
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+        }
+    }
+
+    /// (package, L3) of rank r: `l3` domains of `per` ranks per package,
+    /// ranks dealt round-robin over `domains` L3 domains (so that rank
+    /// order and domain order differ).
+    fn dealt(n: usize, domains: u32, per_package: u32) -> Vec<[Option<u32>; 2]> {
+        (0..n as u32).map(|r| [Some((r % domains) / per_package), Some(r % domains)]).collect()
+    }
+
+    /// A 2-package, 12-L3-per-package, 8-core machine filled compactly: one
+    /// bank per L3 domain holding only its ranks, one per package holding
+    /// only its domains' banks, then the root; each rank's climb touches
+    /// one bank per level.
+    #[test]
+    fn grouped_tree_follows_the_cache_domains() {
+        let paths: Vec<[Option<u32>; 2]> = (0..192u32).map(|r| [Some(r / 96), Some(r / 8)]).collect();
+        let s = Shape::grouped(&paths);
+        assert_eq!(s.describe(), "24/2/1");
+        assert_eq!(s.banks(), 27);
+        assert!(s.banks() <= Shape::max_banks(192));
+        // Level 0: a bank's members share an L3 domain.
+        for (r, &(b, _)) in s.levels[0].iter().enumerate() {
+            let same: Vec<usize> = (0..192).filter(|&q| s.levels[0][q].0 == b).collect();
+            assert!(same.iter().all(|&q| paths[q] == paths[r]), "bank {b} mixes domains");
+            assert_eq!(same.len(), 8);
+        }
+        // Level 1: a package bank's members are the banks of its domains.
+        for r in 0..192 {
+            let leaf = s.levels[0][r].0 as usize;
+            let (pkg_bank, _) = s.levels[1][s.up[leaf] as usize];
+            let (root, _) = s.levels[2][s.up[pkg_bank as usize] as usize];
+            assert_eq!(pkg_bank as usize, 24 + r / 96, "rank {r}'s package bank");
+            assert_eq!(root, 26);
+        }
+        // Unknown places group together, 64 to a bank; one domain is flat.
+        assert_eq!(Shape::grouped(&vec![[None, None]; 130]).describe(), "3/1");
+        assert_eq!(Shape::grouped(&[[Some(0), Some(0)]; 2]), Shape::new(2));
+        assert_eq!(Shape::grouped(&dealt(16, 4, 2)).describe(), "4/2/1");
+    }
+
+    /// Grouped trees whose domains do not follow rank order: only the last
+    /// arrival fires, barrier after barrier, and threads never leave early.
+    #[test]
+    fn grouped_trees_release_only_when_all_arrived() {
+        for (n, domains, per) in [(5, 2, 1), (16, 4, 2), (70, 3, 3), (200, 6, 2)] {
+            let (s, banks, input) = alloc_shape(Shape::grouped(&dealt(n, domains, per)));
+            let w = Wires { banks: &banks, input: &input };
+            for round in 0..3u32 {
+                for r in 0..n {
+                    let (t, fired) = arrive(&s, &w, r);
+                    assert_eq!(t, Target((round + 1) & 1));
+                    assert_eq!(fired, r == n - 1, "n={n} r={r} round={round}");
+                }
+            }
+        }
+        for (n, domains, per) in [(6, 3, 1), (12, 4, 2)] {
+            let (s, banks, input) = alloc_shape(Shape::grouped(&dealt(n, domains, per)));
+            let shared = Arc::new((s, banks, input, AtomicUsize::new(0)));
+            let hs: Vec<_> = (0..n)
+                .map(|r| {
+                    let sh = shared.clone();
+                    std::thread::spawn(move || {
+                        let (s, banks, input, entered) = &*sh;
+                        let w = Wires { banks, input };
+                        for k in 1..=500 {
                             entered.fetch_add(1, Ordering::SeqCst);
                             let (t, _) = arrive(s, &w, r);
                             while !is_released(&w, t) {

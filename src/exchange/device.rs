@@ -18,6 +18,7 @@
 use std::collections::hash_map::RandomState;
 use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::Ordering::{Acquire, Release};
 
 use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
@@ -26,6 +27,7 @@ use crate::ompi::report::{self, Topic};
 use crate::shm::segment::{Offer, Segment};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
+use crate::topology::{self, Place};
 
 const OK: u64 = 0;
 /// Offer status: rank 0 runs `linear`, so no segment (its peers follow).
@@ -89,17 +91,21 @@ pub struct DeviceExchange<P: P2p> {
     /// The communicator's first exchange (not a node's, after the layout):
     /// watches for peers that will never take part.
     lookout: Option<Lookout>,
+    /// Our place in the node's caches, written into the segment's table.
+    place: Place,
 }
 
 impl<P: P2p> DeviceExchange<P> {
     /// Starts the exchange among `members` (ranks of `p2p`'s communicator;
-    /// at least 2) as `members[me]`, with our `settings` (rank 0's win);
+    /// at least 2) as `members[me]`, with our `settings` (rank 0's win) and
+    /// our `place` in the node's caches (the toggle tree follows them);
     /// `lookout` when it is the communicator's first exchange.
     pub fn start(
         p2p: P,
         members: &[c_int],
         me: usize,
         settings: Settings,
+        place: Place,
         lookout: Option<Lookout>,
     ) -> Result<DeviceExchange<P>, c_int> {
         let n = members.len();
@@ -117,6 +123,7 @@ impl<P: P2p> DeviceExchange<P> {
             chosen: settings.algorithm,
             disagreement: None,
             lookout,
+            place,
         };
         if me == 0 {
             let [s0, s1] = settings.words();
@@ -126,6 +133,9 @@ impl<P: P2p> DeviceExchange<P> {
                 b.outcome = Some(Err(String::new()));
             } else {
                 let created = Segment::create(n, token());
+                if let Ok(seg) = &created {
+                    seg.places()[0].store(place.word(), Release);
+                }
                 offer = match &created {
                     Ok(seg) => {
                         let o = seg.offer().expect("creator holds the fd");
@@ -177,7 +187,9 @@ impl<P: P2p> DeviceExchange<P> {
                     Err((OK, String::new()))
                 } else if w[1] == OK {
                     let offer = Offer { pid: w[2] as u32, fd: w[3] as i32, len: w[4], token: w[5] };
-                    Segment::attach(&offer, self.members.len()).map_err(|e| (code(&e), e.to_string()))
+                    Segment::attach(&offer, self.members.len())
+                        .inspect(|seg| seg.places()[self.me].store(self.place.word(), Release))
+                        .map_err(|e| (code(&e), e.to_string()))
                 } else {
                     Err((OK + 1, "rank 0 could not create the segment".into()))
                 };
@@ -300,7 +312,12 @@ impl<P: P2p> DeviceExchange<P> {
                     let out = self.outcome.take().expect("outcome");
                     let (segment, fallback) = match (out, self.verdict[1]) {
                         (Ok(mut seg), VERDICT_DEVICE) => {
-                            seg.seal();
+                            // Every member wrote its place before it
+                            // answered, and the verdict came after all
+                            // answers: every rank reads the same table.
+                            let places: Vec<Place> =
+                                seg.places().iter().map(|w| Place::from_word(w.load(Acquire))).collect();
+                            seg.seal(topology::shape(&places));
                             (Some(seg), None)
                         }
                         (_, VERDICT_LINEAR) => (None, None),
@@ -342,7 +359,7 @@ mod tests {
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
             let s = Settings { algorithm: algs[me], inter: None };
-            let mut b = DeviceExchange::start(ep, &members, me, s, None).unwrap();
+            let mut b = DeviceExchange::start(ep, &members, me, s, Place::UNKNOWN, None).unwrap();
             loop {
                 if let Some(a) = b.poll().unwrap() {
                     return a;

@@ -256,7 +256,14 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         // SAFETY: as above; looks only at procs Open MPI already has (a
         // peer it has not created yet is on another node), creating none.
         let multi_node = unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0;
-        let opts = Options { requested, inter: p.inter, verbose: p.verbose, policy: node::policy(&p) };
+        let opts = Options {
+            requested,
+            inter: p.inter,
+            verbose: p.verbose,
+            policy: node::policy(&p),
+            topology: p.topology,
+            own_place: node::NODE.place,
+        };
         // SAFETY: the communicator under construction outlives its module,
         // which `new_module` links to the state before any request exists.
         let server = unsafe { Server::new(comm, comm::Comm::new(Pml::new(comm), rank, size, cid, multi_node, opts)) };

@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use crate::ompi::ffi;
 use crate::ompi::params::Params;
+use crate::topology::{self, Place};
 use crate::wait::WaitPolicy;
 
 pub struct NodeFacts {
@@ -14,6 +15,8 @@ pub struct NodeFacts {
     pub cores: usize,
     /// The job's `mpi_yield_when_idle`.
     pub yield_when_idle: bool,
+    /// Where this process may run in the node's caches (`topology`).
+    pub place: Place,
 }
 
 pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
@@ -21,6 +24,9 @@ pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
     cores: cores_online(),
     // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
     yield_when_idle: unsafe { ffi::hwb_mpi_yield_when_idle() } != 0,
+    place: std::fs::read_to_string("/proc/self/status")
+        .map(|status| topology::own_place(&status, std::path::Path::new("/sys/devices/system/cpu")))
+        .unwrap_or(Place::UNKNOWN),
 });
 
 /// The waiting policy for a communicator with parameters `p`.

@@ -12,7 +12,9 @@ use crate::ompi::ffi::{
     self, mca_base_component_t, mca_base_component_var_register, mca_base_var_info_lvl_t as Lvl,
     mca_base_var_scope_t as Scope, mca_base_var_type_t as Ty,
 };
+use crate::ompi::report;
 use crate::settings::{Algorithm, Idle, InterAlgorithm, Setting};
+use crate::topology::Topology;
 
 /// Default priority: above coll/tuned (30) and 5.0's coll/han (35), so
 /// installing hwbarr is enough for it to serve MPI_Barrier on the
@@ -30,6 +32,8 @@ pub struct Params {
     pub idle: Option<Idle>,
     /// None = auto.
     pub inter: Option<InterAlgorithm>,
+    /// Where node-local ranks sit in the caches (parsed at registration).
+    pub topology: Topology,
 }
 
 // Storage Open MPI's variable system writes into (it needs stable
@@ -40,6 +44,11 @@ static mut SPIN: c_int = -1;
 static mut ALGORITHM: c_int = 0;
 static mut IDLE: c_int = 0;
 static mut INTER: c_int = 0;
+/// The `topology` string as Open MPI stores it (it replaces the default's
+/// pointer with its own copy).
+static mut TOPOLOGY_TEXT: *const std::ffi::c_char = c"auto".as_ptr();
+/// The `topology` string parsed, once registered.
+static TOPOLOGY: std::sync::OnceLock<Topology> = std::sync::OnceLock::new();
 
 /// Reads the current parameter values.
 pub fn current() -> Params {
@@ -59,7 +68,8 @@ pub fn current() -> Params {
     fn pick<T: Setting>(i: c_int) -> T {
         usize::try_from(i).ok().and_then(T::from_index).unwrap_or(T::CHOICES[0].value)
     }
-    Params { priority, algorithm: pick(alg), verbose, spin, idle: pick(idle), inter: pick(inter) }
+    let topology = TOPOLOGY.get().copied().unwrap_or(Topology::Auto);
+    Params { priority, algorithm: pick(alg), verbose, spin, idle: pick(idle), inter: pick(inter), topology }
 }
 
 /// Registers a choice parameter as an MCA enum built from its table.
@@ -145,7 +155,48 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             ),
             register_choice::<Option<Idle>>(component, Lvl::OPAL_INFO_LVL_9, addr_of_mut!(IDLE)),
             register_choice::<Option<InterAlgorithm>>(component, Lvl::OPAL_INFO_LVL_5, addr_of_mut!(INTER)),
+            mca_base_component_var_register(
+                component,
+                c"topology".as_ptr(),
+                c"Where a node's ranks sit in its caches, which the toggle barrier's tree of wire banks follows \
+                  (one bank per L3 domain, one per package above them): 'auto' (from each rank's CPU binding \
+                  and the machine's caches; ranks not bound inside one L3 domain share banks of 64 as with \
+                  'flat'), 'flat' (banks of 64 ranks in rank order), or a synthetic machine in hwloc's synthetic \
+                  syntax such as 'package:2 l3:12 core:8' with node-local rank i on core i (for tests and \
+                  models). Default: auto"
+                    .as_ptr(),
+                Ty::MCA_BASE_VAR_TYPE_STRING,
+                std::ptr::null_mut(),
+                0,
+                0,
+                Lvl::OPAL_INFO_LVL_9,
+                Scope::MCA_BASE_VAR_SCOPE_READONLY,
+                addr_of_mut!(TOPOLOGY_TEXT).cast::<c_void>(),
+            ),
         ]
     };
-    results.into_iter().find(|&r| r < 0).unwrap_or(ffi::SUCCESS)
+    if let Some(rc) = results.into_iter().find(|&r| r < 0) {
+        return rc;
+    }
+    // SAFETY: Open MPI has set the string (or left the default), and
+    // writes it only while registering or setting variables.
+    let text = unsafe { *addr_of_mut!(TOPOLOGY_TEXT) };
+    let text = if text.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a NUL-terminated string Open MPI (or our default) owns.
+        unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy().into_owned()
+    };
+    match Topology::parse(&text) {
+        Ok(t) => {
+            let _ = TOPOLOGY.set(t);
+            ffi::SUCCESS
+        }
+        Err(why) => {
+            // As Open MPI says it for a choice parameter: one line naming
+            // the valid values; the component then steps aside.
+            report::verbose(0, &why);
+            ffi::ERROR
+        }
+    }
 }

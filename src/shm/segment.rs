@@ -46,21 +46,35 @@ pub struct Layout {
     banks_at: usize,
     counters_at: usize,
     asleep_at: usize,
+    places_at: usize,
     pub len: usize,
 }
 
 impl Layout {
     pub fn new(ranks: usize) -> Layout {
         let line = std::mem::size_of::<Line<u64>>();
-        let banks = Shape::new(ranks).banks();
+        // Room for any bank tree: it is chosen once the ranks' places are
+        // known (`set_shape`), after the segment exists.
+        let banks = Shape::max_banks(ranks);
         let input = line;
         let sleepers = input + line;
         let banks_at = sleepers + line;
         let counters_at = banks_at + banks * line;
         let asleep_at = counters_at + ranks * line;
-        let end = asleep_at + ranks * line;
+        let places_at = asleep_at + ranks * line;
+        let end = places_at + ranks * std::mem::size_of::<u64>();
         let page = 4096;
-        Layout { ranks, banks, input, sleepers, banks_at, counters_at, asleep_at, len: end.div_ceil(page) * page }
+        Layout {
+            ranks,
+            banks,
+            input,
+            sleepers,
+            banks_at,
+            counters_at,
+            asleep_at,
+            places_at,
+            len: end.div_ceil(page) * page,
+        }
     }
 }
 
@@ -79,6 +93,8 @@ pub struct Segment {
     layout: Layout,
     /// The creator's memfd, kept open only until every peer attached.
     fd: Option<OwnedFd>,
+    /// The toggle barrier's bank tree, fixed when the device is sealed.
+    shape: Option<Shape>,
 }
 
 // SAFETY: the mapping is plain shared memory accessed only through atomics;
@@ -116,7 +132,7 @@ impl Segment {
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: Some(file.into()) };
+        let seg = Segment { base, layout, fd: Some(file.into()), shape: None };
         // SAFETY: the header lies inside the fresh mapping, which no other
         // process knows yet, and is suitably aligned (page start).
         unsafe {
@@ -149,7 +165,7 @@ impl Segment {
             return Err(bad("segment has an unexpected size"));
         }
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: None };
+        let seg = Segment { base, layout, fd: None, shape: None };
         // SAFETY: the header lies at the start of the mapping just made.
         let h = unsafe { base.cast::<Header>().as_ptr().read() };
         if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
@@ -159,9 +175,17 @@ impl Segment {
     }
 
     /// Closes the creator's fd once every peer attached: from then on the
-    /// memory lives only in the ranks' mappings.
-    pub fn seal(&mut self) {
+    /// memory lives only in the ranks' mappings. `shape`: the toggle
+    /// barrier's bank tree, the same on every rank.
+    pub fn seal(&mut self, shape: Shape) {
+        assert!(shape.ranks() == self.layout.ranks && shape.banks() <= self.layout.banks, "a tree the segment holds");
         self.fd = None;
+        self.shape = Some(shape);
+    }
+
+    /// The toggle barrier's bank tree (flat until sealed).
+    pub fn shape(&self) -> &Shape {
+        self.shape.as_ref().expect("a sealed device")
     }
 
     pub fn layout(&self) -> Layout {
@@ -227,6 +251,16 @@ impl Segment {
         unsafe { &self.slice::<AtomicU32>(FAILED_AT, 1)[0] }
     }
 
+    /// Each rank's place in the node's caches (`topology::Place::word`),
+    /// written by each rank before it answers the device exchange, read by
+    /// every rank after the verdict.
+    pub fn places(&self) -> &[AtomicU64] {
+        let l = &self.layout;
+        // SAFETY: as in `wires`: inside the mapping, 8-byte aligned (after
+        // whole lines), zero-initialised.
+        unsafe { self.slice::<AtomicU64>(l.places_at, l.ranks) }
+    }
+
     /// The DMA-counter barrier's counters, one per rank.
     pub fn counters(&self) -> &[Line<AtomicI32>] {
         let l = &self.layout;
@@ -251,7 +285,9 @@ mod tests {
     #[test]
     fn layout_is_page_rounded_and_line_aligned() {
         let l = Layout::new(8);
-        assert_eq!(l.len, 4096);
+        assert_eq!(l.len % 4096, 0);
+        assert_eq!(l.places_at % 8, 0);
+        assert!(l.places_at + 8 * 8 <= l.len);
         assert_eq!(l.asleep_at % 128, 0);
         assert_eq!(l.banks_at % 128, 0);
         assert_eq!(l.counters_at % 128, 0);
@@ -272,7 +308,7 @@ mod tests {
         // Wrong token, wrong size: refused.
         assert!(Segment::attach(&Offer { token: 7, ..offer }, n).is_err());
         assert!(Segment::attach(&offer, n + 1).is_err());
-        a.seal();
+        a.seal(shape.clone());
         assert!(Segment::attach(&offer, n).is_err(), "fd closed after seal");
         // b still works after the creator's fd is gone.
         counter::arrive(b.counters(), 1);

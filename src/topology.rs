@@ -1,0 +1,196 @@
+//! Where a node's ranks sit in its cache hierarchy, so that the toggle
+//! barrier's bank tree follows it (`core::toggle::Shape::grouped`): one
+//! bank per L3 domain, one per package above them, the root above those.
+//! A bank's line is then written only by ranks of one domain (or by one
+//! climber per domain below), and an arrival crosses each level once.
+//!
+//! A rank's place comes from `coll_hwbarr_topology`: `auto` reads the CPUs
+//! it may run on (`/proc/self/status`) and the machine's caches (sysfs);
+//! a rank not bound inside one domain has no place there and joins its
+//! unplaced peers in banks of up to 64, as with `flat`. A synthetic machine
+//! in hwloc's synthetic syntax (`package:2 l3:12 core:8`) places node-local
+//! rank i on core i (compactly, wrapping around), for tests and for
+//! machines whose ranks are placed that way. Free of Open MPI.
+
+use std::path::Path;
+
+use crate::core::toggle::Shape;
+
+/// A rank's place: its package and L3 domain (machine-wide ids), each None
+/// when the rank is not bound inside one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Place {
+    pub package: Option<u32>,
+    pub l3: Option<u32>,
+}
+
+impl Place {
+    pub const UNKNOWN: Place = Place { package: None, l3: None };
+
+    /// As one word, for the device's table of places.
+    pub fn word(self) -> u64 {
+        let part = |x: Option<u32>| x.map_or(u32::MAX as u64, u64::from);
+        (part(self.package) << 32) | part(self.l3)
+    }
+
+    pub fn from_word(w: u64) -> Place {
+        let part = |x: u64| (x != u32::MAX as u64).then_some(x as u32);
+        Place { package: part(w >> 32), l3: part(w & 0xffff_ffff) }
+    }
+}
+
+/// How ranks are placed (`coll_hwbarr_topology`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// From each rank's binding and the machine's caches.
+    Auto,
+    /// No grouping: banks of 64 ranks in rank order.
+    Flat,
+    /// A synthetic machine; node-local rank i on core i.
+    Synthetic { packages: u32, l3_per_package: u32, cores_per_l3: u32 },
+}
+
+impl Topology {
+    /// `auto`, `flat`, or `package:P l3:L core:C` (hwloc's synthetic
+    /// syntax; `l3cache`, `socket` accepted; missing levels count 1).
+    pub fn parse(s: &str) -> Result<Topology, String> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "" | "auto" => return Ok(Topology::Auto),
+            "flat" => return Ok(Topology::Flat),
+            _ => {}
+        }
+        let bad = || {
+            format!(
+                "invalid value '{s}' for MCA parameter coll_hwbarr_topology (valid values: auto, flat, or a \
+                 synthetic machine such as 'package:2 l3:12 core:8')"
+            )
+        };
+        let (mut packages, mut l3, mut cores) = (1u32, 1u32, 1u32);
+        for part in t.split_whitespace() {
+            let (level, count) = part.split_once(':').ok_or_else(bad)?;
+            let count: u32 = count.parse().ok().filter(|&c| c > 0 && c <= 4096).ok_or_else(bad)?;
+            match level {
+                "package" | "socket" => packages = count,
+                "l3" | "l3cache" => l3 = count,
+                "core" | "pu" => cores = count,
+                _ => return Err(bad()),
+            }
+        }
+        Ok(Topology::Synthetic { packages, l3_per_package: l3, cores_per_l3: cores })
+    }
+
+    /// The place of node-local rank `local`; `own`: this process's place
+    /// by its binding (`auto`).
+    pub fn place(&self, local: usize, own: Place) -> Place {
+        match *self {
+            Topology::Auto => own,
+            Topology::Flat => Place::UNKNOWN,
+            Topology::Synthetic { packages, l3_per_package, cores_per_l3 } => {
+                let cores = (packages * l3_per_package * cores_per_l3) as usize;
+                let l3 = ((local % cores) / cores_per_l3 as usize) as u32;
+                Place { package: Some(l3 / l3_per_package), l3: Some(l3) }
+            }
+        }
+    }
+}
+
+/// The toggle tree for ranks at `places` (node-local rank order): ranks
+/// grouped by L3 domain, domains by package, packages at the root; ranks
+/// without a place are grouped by 64.
+pub fn shape(places: &[Place]) -> Shape {
+    let paths: Vec<[Option<u32>; 2]> = places.iter().map(|p| [p.package, p.l3]).collect();
+    Shape::grouped(&paths)
+}
+
+/// This process's place, from the CPUs it may run on (`status`: the text
+/// of `/proc/self/status`) and the caches under `sysfs` (normally
+/// `/sys/devices/system/cpu`): a package and an L3 domain when every
+/// allowed CPU shares them.
+pub fn own_place(status: &str, sysfs: &Path) -> Place {
+    let Some(cpus) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()))
+    else {
+        return Place::UNKNOWN;
+    };
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u32>().ok());
+    let common = |f: &dyn Fn(usize) -> Option<u32>| {
+        let first = f(*cpus.first()?)?;
+        cpus.iter().all(|&c| f(c) == Some(first)).then_some(first)
+    };
+    let package = common(&|c| read(sysfs.join(format!("cpu{c}/topology/physical_package_id"))));
+    let l3 = common(&|c| {
+        // The cache of level 3 (its index differs between machines).
+        (0..8).find_map(|i| {
+            let dir = sysfs.join(format!("cpu{c}/cache/index{i}"));
+            (read(dir.join("level")) == Some(3)).then(|| read(dir.join("id"))).flatten()
+        })
+    });
+    // An L3 id is unique machine-wide only with its package.
+    Place { package, l3: l3.and(package).map(|p| (p << 16) | l3.unwrap_or(0)) }
+}
+
+/// "0-3,8,10-11" as CPU numbers.
+fn cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<usize>().ok()?..=b.parse::<usize>().ok()?),
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_settings_and_places_ranks_compactly() {
+        assert_eq!(Topology::parse(" AUTO "), Ok(Topology::Auto));
+        assert_eq!(Topology::parse("flat"), Ok(Topology::Flat));
+        let t = Topology::parse("package:2 l3cache:12 core:8").unwrap();
+        assert_eq!(t, Topology::Synthetic { packages: 2, l3_per_package: 12, cores_per_l3: 8 });
+        assert!(Topology::parse("package:2 numa:4").unwrap_err().contains("coll_hwbarr_topology"));
+        assert!(Topology::parse("core:0").is_err() && Topology::parse("core").is_err());
+        let own = Place { package: Some(9), l3: Some(9) };
+        assert_eq!(t.place(0, own), Place { package: Some(0), l3: Some(0) });
+        assert_eq!(t.place(95, own), Place { package: Some(0), l3: Some(11) });
+        assert_eq!(t.place(96, own), Place { package: Some(1), l3: Some(12) });
+        assert_eq!(t.place(192, own), Place { package: Some(0), l3: Some(0) }, "wraps around");
+        assert_eq!(Topology::Auto.place(5, own), own);
+        for p in [own, Place::UNKNOWN, Place { package: Some(1), l3: None }] {
+            assert_eq!(Place::from_word(p.word()), p);
+        }
+    }
+
+    /// A fake sysfs: 2 packages of 2 L3 domains of 2 CPUs (L3 at index 3,
+    /// and at index 2 on the second package, as machines differ).
+    fn fake_sysfs() -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("hwbarr-sysfs-{}", std::process::id()));
+        for c in 0..8u32 {
+            let cpu = root.join(format!("cpu{c}"));
+            std::fs::create_dir_all(cpu.join("topology")).unwrap();
+            std::fs::write(cpu.join("topology/physical_package_id"), format!("{}\n", c / 4)).unwrap();
+            let l3 = cpu.join(if c < 4 { "cache/index3" } else { "cache/index2" });
+            std::fs::create_dir_all(&l3).unwrap();
+            std::fs::write(l3.join("level"), "3\n").unwrap();
+            std::fs::write(l3.join("id"), format!("{}\n", (c / 2) % 2)).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn own_place_from_binding_and_caches() {
+        let sys = fake_sysfs();
+        let at = |list: &str| own_place(&format!("Name:\tx\nCpus_allowed_list:\t{list}\n"), &sys);
+        assert_eq!(at("0-1"), Place { package: Some(0), l3: Some(0) });
+        assert_eq!(at("3"), Place { package: Some(0), l3: Some(1) });
+        assert_eq!(at("6,7"), Place { package: Some(1), l3: Some((1 << 16) | 1) });
+        assert_eq!(at("4"), Place { package: Some(1), l3: Some(1 << 16) }, "package 1's first domain");
+        assert_eq!(at("0-3"), Place { package: Some(0), l3: None }, "bound to a package only");
+        assert_eq!(at("0-7"), Place::UNKNOWN, "unbound");
+        assert_eq!(own_place("no list here", &sys), Place::UNKNOWN);
+        let _ = std::fs::remove_dir_all(sys);
+    }
+}
