@@ -509,15 +509,15 @@ def chart(stats, configs):
     n = len(configs)
     # Each configuration a little to the side, so that the min-max bars stay apart.
     plots = ", ".join(
-        f"'{dat}' using ($1*{1 + 0.025 * (i - n / 2):.4f}):{3 * i + 2}:{3 * i + 3}:{3 * i + 4} "
+        f"'{dat}' using ($1*{1 + 0.012 * (i - n / 2):.4f}):{3 * i + 2}:{3 * i + 3}:{3 * i + 4} "
         f"with yerrorlines lw 2 title '{c}'" for i, c in enumerate(configs))
     script = f"""
 set terminal pngcairo size 960,600 font ',11'
 set output '{png}'
 set datafile missing 'NaN'
-set title 'MPI\\_Barrier latency, Open MPI {OMPI_LABEL}{" and MPICH " + MPICH[0] if MPICH else ""}: median and min-max of {ROUNDS} rounds\\n({NCPUS} cores; 4 and 8 ranks oversubscribed)'
+set title "MPI_Barrier latency, Open MPI {OMPI_LABEL}{" and MPICH " + MPICH[0] if MPICH else ""}: median and min-max of {ROUNDS} rounds\\n({NCPUS} cores; 4 and 8 ranks oversubscribed)" noenhanced
 set xlabel 'ranks'; set ylabel 'latency (us, log scale)'
-set logscale y; set logscale x 2; set xrange [1.6:{max(NPS) * 1.3}]; set xtics ({', '.join(str(n) for n in NPS)})
+set logscale y; set logscale x 2; set xrange [1.5:{max(NPS) * 1.3}]; set xtics ({', '.join(str(n) for n in NPS)})
 set key outside right; set grid
 plot {plots}
 """
