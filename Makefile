@@ -8,8 +8,11 @@
 #                   and clippy (warnings are errors)
 #   make soak       10^6 barriers at 2 ranks, 3*10^5 at 4, every kind, random
 #                   communicators; checks semantics, RSS, mappings, fds (not in make test)
-#   make bench      hwbarr vs. the stock barriers at 2/4/8 ranks: table, CSV, PNG chart
-#                   (OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
+#   make bench      hwbarr beside every barrier of this Open MPI, MPICH (PyPI wheel
+#                   in build/mpich-venv) and the scheduler floor at 2/4/8 ranks,
+#                   interleaved rounds: table, skew, placement, targets, CSV, chart
+#                   (bench/barrier_osu.c; ROUNDS=, NPS=, SECTIONS=, NO_MPICH=1;
+#                   OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
 # OMPI_PREFIX=<prefix> builds and tests against the Open MPI installed there
 # (e.g. one built by scripts/build-ompi.sh) instead of the one on PATH.
 # Prerequisites (Open MPI 4.1 + headers, libclang) are installed with

@@ -1,20 +1,35 @@
 #!/usr/bin/env python3
-"""`make bench`: MPI_Barrier latency of hwbarr against Open MPI's stock
-barriers, the OSU way, interleaved and repeated in one run.
+"""`make bench`: MPI_Barrier of hwbarr beside every barrier this Open MPI
+ships, MPICH's shared-memory barrier and the scheduler's floor, the OSU way,
+interleaved and repeated in one run.
 
-Every round runs every (ranks, configuration) pair once, in an order that
-rotates between rounds; a run is the OSU method (warm-up, timed loop, each
-rank's mean, average/min/max over ranks) by examples/barrier_bench.rs, or
-the real osu_barrier when OSU_DIR is set. Ratios are taken within a round
-(same machine state) and their median over rounds is reported.
+Every round runs every (ranks, configuration) pair once, in an order
+shuffled anew each round (seed printed; SEED=<n> repeats it). One program,
+bench/barrier_osu.c, built with the mpicc of each MPI under test, measures
+every MPI configuration: OSU method (warm-up, timed loop, each rank's mean,
+average/min/max over ranks), then the exit-time skew across ranks over a
+sample of barriers and where the ranks ran; its persistent mode gives
+persistent/blocking from one launch. The floor is examples/sched_floor.rs.
+Ratios are taken within a round (same machine state) and their median over
+rounds is reported. OSU_DIR=<dir> runs the real osu_barrier instead (no
+skew or placement then).
 
-Writes build/bench/barrier.csv, ibarrier.csv, init.csv and barrier.png,
-and prints the tables.
+Environment: ROUNDS (5), NPS (2,4,8), SEED, SECTIONS
+(barrier,ibarrier,fakenodes,init: which parts run), MPICH_VENV
+(build/mpich-venv, made by scripts/deps.sh bench; NO_MPICH=1 leaves MPICH
+out), MPICH_TIMEOUT (60 s per MPICH launch), INIT_LAUNCHES (15).
+
+Writes build/bench[-ompi-<version>]/barrier.csv, persistent.csv,
+ibarrier.csv, fakenodes.csv, model.csv, init.csv and the charts, and prints
+the tables and the issue-20 targets.
 """
 import csv
+import math
 import os
+import random
 import re
 import shutil
+import signal
 import statistics as st
 import subprocess
 import sys
@@ -25,16 +40,19 @@ TARGET = os.environ.get("HWBARR_TARGET_DIR", os.path.join(ROOT, "target"))
 
 
 def ompi_version():
+    """(major, minor, patch) for the logic, and the full label ("6.0.0a1")."""
     out = subprocess.run(["ompi_info", "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"Open MPI v(\d+)\.(\d+)\.(\d+)", out)
-    return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+    m = re.search(r"Open MPI v((\d+)\.(\d+)\.(\d+)\S*)", out)
+    if not m:
+        return (0, 0, 0), "unknown"
+    return tuple(int(x) for x in m.groups()[1:]), m.group(1)
 
 
-OMPI = ompi_version()
+OMPI, OMPI_LABEL = ompi_version()
 OMPI5 = OMPI[0] >= 5
 OMPI6 = OMPI[0] >= 6
 # 4.1's figures stay in build/bench (as before); other versions get their own.
-OUT = os.path.join(ROOT, "build", "bench" if OMPI[:2] == (4, 1) else "bench-ompi-%d.%d.%d" % OMPI)
+OUT = os.path.join(ROOT, "build", "bench" if OMPI[:2] == (4, 1) else "bench-ompi-" + OMPI_LABEL)
 # Launcher spellings: 4.1's ORTE, 5.0's and 6.0's PRRTE.
 OVERSUB = ["--map-by", ":OVERSUBSCRIBE"] if OMPI5 else ["--oversubscribe"]
 SHM_BTL = "sm" if OMPI5 else "vader"
@@ -42,34 +60,49 @@ COMPONENT_DIR = os.environ.get("COMPONENT_DIR", os.path.join(ROOT, "build", "com
 OSU_DIR = os.environ.get("OSU_DIR")
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
+SEED = int(os.environ.get("SEED", str(int(time.time()) % 100000)))
+SECTIONS = os.environ.get("SECTIONS", "barrier,ibarrier,fakenodes,init").split(",")
 INIT_LAUNCHES = int(os.environ.get("INIT_LAUNCHES", "15"))
+NCPUS = os.cpu_count() or 1
 ITERS = {2: 20000, 4: 5000, 8: 2000}
+SAMPLE = 1000  # barriers whose exit times are taken, after the timed loop
+MPICH_VENV = os.environ.get("MPICH_VENV", os.path.join(ROOT, "build", "mpich-venv"))
+MPICH_TIMEOUT = float(os.environ.get("MPICH_TIMEOUT", "60"))
+# MPICH busy-polls: with more ranks than cores a barrier waits for the
+# scheduler's time slice (milliseconds), so it gets far fewer iterations.
+MPICH_ITERS = {2: (5000, 500, 1000), 4: (200, 20, 100), 8: (50, 10, 50)}  # iters, warm-up, sample
 
 REST = "basic,libnbc,self"
+HWARGS = {a: ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", a]
+          for a in ("toggle", "counter", "auto")}
+# name -> ("ompi", mpirun args) | ("mpich", None) | ("floor", None)
 CONFIGS = [
-    ("hwbarr:toggle", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "toggle"]),
-    ("hwbarr:counter", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "counter"]),
-    ("hwbarr:auto", ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", "auto"]),
-    ("tuned", ["--mca", "coll", "tuned," + REST]),
-    ("basic", ["--mca", "coll", REST]),
+    ("hwbarr:toggle", ("ompi", HWARGS["toggle"])),
+    ("hwbarr:counter", ("ompi", HWARGS["counter"])),
+    ("hwbarr:auto", ("ompi", HWARGS["auto"])),
+    ("tuned", ("ompi", ["--mca", "coll", "tuned," + REST])),
+    ("basic", ("ompi", ["--mca", "coll", REST])),
 ] + ([
     # 4.1's and 5.0's shared-memory component (gone in 6.0).
-    ("sm", ["--mca", "coll", "sm,tuned," + REST, "--mca", "coll_sm_priority", "100"]),
+    ("sm", ("ompi", ["--mca", "coll", "sm,tuned," + REST, "--mca", "coll_sm_priority", "100"])),
 ] if not OMPI6 else []) + ([
     # 5.0's hierarchical component (on by default there, priority 35; 6.0's
     # declines a single node).
-    ("han", ["--mca", "coll", "han,sm,tuned," + REST, "--mca", "coll_han_priority", "100"]),
+    ("han", ("ompi", ["--mca", "coll", "han,sm,tuned," + REST, "--mca", "coll_han_priority", "100"])),
 ] if OMPI5 and not OMPI6 else []) + ([
     # 6.0's shared-memory barriers, priority 0 by default: raised.
-    ("xhc", ["--mca", "coll", "xhc,tuned," + REST, "--mca", "coll_xhc_priority", "100"]),
-    ("acoll", ["--mca", "coll", "acoll,tuned," + REST, "--mca", "coll_acoll_priority", "100",
-               "--mca", "coll_acoll_comm_size_thresh", "2"]),
+    ("xhc", ("ompi", ["--mca", "coll", "xhc,tuned," + REST, "--mca", "coll_xhc_priority", "100"])),
+    ("acoll", ("ompi", ["--mca", "coll", "acoll,tuned," + REST, "--mca", "coll_acoll_priority", "100",
+                        "--mca", "coll_acoll_comm_size_thresh", "2"])),
 ] if OMPI6 else []) + [
+    # MPICH's release_gather barrier (added below when its venv is there).
+    ("mpich", ("mpich", None)),
     # Not MPI: the scheduler's floor (examples/sched_floor.rs), same rounds.
-    ("floor", None),
+    ("floor", ("floor", None)),
 ]
-HW = [c for c, _ in CONFIGS if c.startswith("hwbarr:") and c != "hwbarr:auto"]
-STOCK = [c for c, a in CONFIGS if a is not None and not c.startswith("hwbarr:")]
+# The persistent barrier against MPI_Barrier, one launch each (persistent mode).
+PERSISTENT = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:auto"]
+HW = ["hwbarr:toggle", "hwbarr:counter"]  # "hwbarr best": the faster by median (auto is counter or toggle)
 
 
 def pkglibdir():
@@ -83,36 +116,142 @@ if os.geteuid() == 0:
     ENV.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
+class Timeout(Exception):
+    pass
+
+
+def run(cmd, timeout, env):
+    """Runs cmd in its own process group; on timeout kills the whole group
+    (launcher daemons and ranks too) and raises Timeout."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise Timeout(f"{' '.join(cmd)}: no result after {timeout:.0f} s")
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
+    return out
+
+
 def mpirun(np, args, prog, with_hwbarr=True, timeout=300, env=None):
     # Ours first: it shadows an hwbarr installed into Open MPI's own directory.
     path = (COMPONENT_DIR + ":" if with_hwbarr else "") + PKGLIB
     cmd = ["mpirun"] + OVERSUB + ["--bind-to", "none", "-np", str(np),
            "--mca", "mca_base_component_path", path] + args + prog
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or ENV)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
-    return r.stdout
+    return run(cmd, timeout, env or ENV)
+
+
+def build_prog(mpicc, out, env=None):
+    """bench/barrier_osu.c built with `mpicc` into `out` (when older than the source)."""
+    src = os.path.join(ROOT, "bench", "barrier_osu.c")
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
+        return out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cmd = [mpicc, "-O2", "-Wall", "-o", out, src]
+    print("  " + " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd))
+    subprocess.run(cmd, check=True, env=env or ENV)
+    return out
+
+
+# ---- MPICH: the wheel from PyPI in a venv of its own (scripts/deps.sh bench).
+# Its mpiexec is hydra; `-launcher fork` starts the ranks locally without
+# ssh or a network. UCX_TLS=self,sm keeps its UCX netmod on shared memory
+# (no device probing); ranks on one node talk through ch4's posix shm anyway.
+# MPIR_CVAR_BARRIER_POSIX_INTRA_ALGORITHM=release_gather names the
+# shared-memory barrier that `auto` picks; it applies to single-threaded
+# processes (barrier_osu calls MPI_Init) after the first
+# MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD (5) collectives, which the warm-up
+# covers. check_mpich() verifies by timing that it is in effect.
+MPICH_BIN = os.path.join(MPICH_VENV, "bin")
+MPICH_ENV = {k: v for k, v in ENV.items() if k != "LD_LIBRARY_PATH" and not k.startswith("OMPI_")}
+MPICH_ENV.update(PATH=MPICH_BIN + ":" + ENV.get("PATH", ""), UCX_TLS="self,sm",
+                 MPIR_CVAR_BARRIER_POSIX_INTRA_ALGORITHM="release_gather")
+MPICH = None  # (version, program) when usable
+
+
+def mpich_setup():
+    global MPICH
+    if os.environ.get("NO_MPICH"):
+        print("MPICH: left out (NO_MPICH set)")
+        return
+    if not os.access(os.path.join(MPICH_BIN, "mpiexec"), os.X_OK):
+        print(f"MPICH: not installed in {os.path.relpath(MPICH_VENV, ROOT)} (pip install mpich failed or PyPI "
+              f"unreachable; scripts/deps.sh bench makes it): running without MPICH")
+        return
+    out = subprocess.run([os.path.join(MPICH_BIN, "mpichversion")], capture_output=True, text=True,
+                         env=MPICH_ENV).stdout
+    m = re.search(r"MPICH Version:\s*(\S+)", out)
+    version = m.group(1) if m else "unknown"
+    prog = build_prog(os.path.join(MPICH_BIN, "mpicc"),
+                      os.path.join(ROOT, "build", "barrier_osu", "mpich-" + version), MPICH_ENV)
+    MPICH = (version, prog)
+
+
+def mpiexec(np, prog_args, extra_env=None, timeout=None):
+    env = dict(MPICH_ENV, **(extra_env or {}))
+    cmd = [os.path.join(MPICH_BIN, "mpiexec"), "-launcher", "fork", "-hosts", "localhost", "-bind-to", "none",
+           "-np", str(np), MPICH[1]] + prog_args
+    return run(cmd, timeout or MPICH_TIMEOUT, env)
+
+
+def check_mpich():
+    """Is release_gather in effect? At 2 ranks, alternate launches with it
+    and with `mpir` (MPICH's point-to-point barrier) forced; the libmpi of
+    the wheel is stripped, so the timing tells."""
+    rg, pp = [], []
+    try:
+        for _ in range(3):
+            for alg, into in (("release_gather", rg), ("mpir", pp)):
+                out = mpiexec(2, ["500", "50", "0"], {"MPIR_CVAR_BARRIER_POSIX_INTRA_ALGORITHM": alg})
+                into.append(float(re.search(r"avg_us=([\d.]+)", out).group(1)))
+    except (Timeout, RuntimeError) as e:
+        print(f"MPICH {MPICH[0]}: release_gather not verified: {str(e).splitlines()[0]}")
+        return False
+    r = st.median(p / g for p, g in zip(pp, rg))
+    ok = r >= 2.0
+    print(f"MPICH {MPICH[0]} (PyPI wheel, {os.path.relpath(MPICH_VENV, ROOT)}), barrier release_gather: at 2 ranks "
+          f"{st.median(rg):.3f} µs against {st.median(pp):.3f} µs with the point-to-point barrier (mpir) forced, "
+          f"{r:.1f}× slower, median of 3 pairs: release_gather {'in effect' if ok else 'NOT confirmed (ratio < 2)'}")
+    return ok
 
 
 HANDOFF = []  # µs of one sched_yield hand-off, one per floor run
+FIELDS = ["avg_us", "min_us", "max_us", "sample_avg_us", "skew_med_us", "skew_p99_us", "skew_max_us"]
 
 
-def barrier_latency(np, args):
-    """(avg, min, max) µs over ranks."""
+def parse_osu(out):
+    kv = {k: float(v) for k, v in re.findall(r"(\w+_us|ratio|ratio_med)=([\d.]+)", out)}
+    m = re.search(r"placement=(\S+)", out)
+    kv["placement"] = m.group(1) if m else ""
+    return kv
+
+
+def barrier_run(np, config):
+    """One launch: a dict with avg_us, min_us, max_us and, from barrier_osu,
+    sample_avg_us, skew_*_us and placement."""
+    kind, args = dict(CONFIGS)[config]
     iters = ITERS.get(np, 2000)
-    if args is None:
-        out = subprocess.run([os.path.join(TARGET, "release/examples/sched_floor"), str(np), str(iters)],
-                             capture_output=True, text=True, timeout=300, check=True).stdout
+    if kind == "floor":
+        out = run([os.path.join(TARGET, "release/examples/sched_floor"), str(np), str(iters)], 300, ENV)
         HANDOFF.append(float(re.search(r"handoff_us=([\d.]+)", out).group(1)))
-    elif OSU_DIR:
+        return {k: float(v) for k, v in re.findall(r"(\w+_us)=([\d.]+)", out) if k in FIELDS}
+    if kind == "mpich":
+        it, warm, sample = MPICH_ITERS.get(np, MPICH_ITERS[8])
+        return parse_osu(mpiexec(np, [str(it), str(warm), str(sample)]))
+    if OSU_DIR:
         out = mpirun(np, args, [os.path.join(OSU_DIR, "osu_barrier"), "-f", "-i", str(iters)])
         nums = [l.split() for l in out.splitlines() if l.strip() and not l.startswith("#")]
         vals = [float(x) for x in nums[-1]]
-        return (vals[0], vals[1], vals[2]) if len(vals) >= 3 else (vals[0],) * 3
-    else:
-        out = mpirun(np, args, [os.path.join(TARGET, "release/examples/barrier_bench"), str(iters)])
-    m = re.search(r"avg_us=([\d.]+) min_us=([\d.]+) max_us=([\d.]+)", out)
-    return float(m.group(1)), float(m.group(2)), float(m.group(3))
+        return dict(zip(["avg_us", "min_us", "max_us"], vals if len(vals) >= 3 else vals[:1] * 3))
+    return parse_osu(mpirun(np, args, [OSU_PROG, str(iters), str(iters // 10), str(SAMPLE)]))
+
+
+def persistent_run(np, config):
+    _, args = dict(CONFIGS)[config]
+    return parse_osu(mpirun(np, args, [OSU_PROG, "persistent", str(ITERS.get(np, 2000)), str(ITERS.get(np, 2000) // 10)]))
 
 
 def init_cost():
@@ -178,8 +317,7 @@ def ibarrier_bench():
                 cap = med(np, c, "ceiling_pct")
                 verdicts.append((f"np={np} {c}: overlap ≥ 95% (ceiling of the method here: {cap:.1f}%)",
                                  f"{ov:.1f}%", ov >= 95))
-                verdicts.append((f"np={np} {c}: persistent ≤ blocking", f"{ratio:.2f}×", ratio <= 1.0))
-    print("Targets:")
+    print("Targets (the persistent/blocking target is read from the barrier section's same-launch blocks):")
     for what, v, ok in verdicts:
         print(f"  {'MET ' if ok else 'MISS'} {what}: {v}")
 
@@ -333,24 +471,53 @@ IB_FIELDS = ["pure_us", "compute_us", "overall_us", "overlap_pct", "init_us", "w
              "timer_us", "ceiling_pct"]
 
 
-def chart(med):
+def placement_summary(places):
+    """'1+1:4 2:1 moved 1/5': how many launches started with each layout of
+    ranks over cpus (ranks per cpu, largest first), and in how many some rank
+    ended on another cpu than it started or saw more than one in the sample."""
+    layouts, moved, n = {}, 0, 0
+    for p in places:
+        if not p:
+            continue
+        n += 1
+        ranks = [re.match(r"\d+:(-?\d+)>(-?\d+)(?:/(\d+))?", x).groups() for x in p.split(",")]
+        per_cpu = {}
+        for s, _, _ in ranks:
+            per_cpu[s] = per_cpu.get(s, 0) + 1
+        key = "+".join(str(c) for c in sorted(per_cpu.values(), reverse=True))
+        layouts[key] = layouts.get(key, 0) + 1
+        moved += any(s != e or (d and int(d) > 1) for s, e, d in ranks)
+    if not n:
+        return "–"
+    return " ".join(f"{k}:{v}" for k, v in sorted(layouts.items(), key=lambda kv: -kv[1])) + f" moved {moved}/{n}"
+
+
+def chart(stats, configs):
     if not shutil.which("gnuplot"):
         print("  (no gnuplot: chart skipped; install gnuplot-nox)")
         return
     dat = os.path.join(OUT, "barrier.dat")
     with open(dat, "w") as f:
-        f.write("ranks " + " ".join(c for c, _ in CONFIGS) + "\n")
+        f.write("ranks " + " ".join(f"{c}_med {c}_min {c}_max" for c in configs) + "\n")
         for np in NPS:
-            f.write(f"{np} " + " ".join(f"{med[(np, c)]:.4f}" for c, _ in CONFIGS) + "\n")
+            vals = []
+            for c in configs:
+                s = stats.get((np, c))
+                vals += [f"{v:.4f}" for v in s] if s else ["NaN"] * 3
+            f.write(f"{np} " + " ".join(vals) + "\n")
     png = os.path.join(OUT, "barrier.png")
+    n = len(configs)
+    # Each configuration a little to the side, so that the min-max bars stay apart.
     plots = ", ".join(
-        f"'{dat}' using 1:{i + 2} with linespoints lw 2 title '{c}'" for i, (c, _) in enumerate(CONFIGS))
+        f"'{dat}' using ($1*{1 + 0.012 * (i - n / 2):.4f}):{3 * i + 2}:{3 * i + 3}:{3 * i + 4} "
+        f"with yerrorlines lw 2 title '{c}'" for i, c in enumerate(configs))
     script = f"""
-set terminal pngcairo size 900,560 font ',11'
+set terminal pngcairo size 960,600 font ',11'
 set output '{png}'
-set title 'MPI\\_Barrier latency, median of {ROUNDS} rounds (2 cores; 4 and 8 ranks oversubscribed)'
+set datafile missing 'NaN'
+set title "MPI_Barrier latency, Open MPI {OMPI_LABEL}{" and MPICH " + MPICH[0] if MPICH else ""}: median and min-max of {ROUNDS} rounds\\n({NCPUS} cores; 4 and 8 ranks oversubscribed)" noenhanced
 set xlabel 'ranks'; set ylabel 'latency (us, log scale)'
-set logscale y; set logscale x 2; set xrange [1.7:{max(NPS) * 1.15}]; set xtics ({', '.join(str(n) for n in NPS)})
+set logscale y; set logscale x 2; set xrange [1.5:{max(NPS) * 1.3}]; set xtics ({', '.join(str(n) for n in NPS)})
 set key outside right; set grid
 plot {plots}
 """
@@ -358,79 +525,191 @@ plot {plots}
     print(f"  chart: {os.path.relpath(png, ROOT)}")
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    runs = {}  # (round, np, config) -> (avg, min, max)
-    pairs = [(np, c) for np in NPS for c, _ in CONFIGS]
-    total = ROUNDS * len(pairs)
-    done = 0
-    t0 = time.time()
+def verdict(what, r, limit, strict=False):
+    if r is None:
+        print(f"  ---- {what}: no measurement")
+        return
+    ok = r < limit if strict else r <= limit
+    tail = f"MET, {limit - r:.2f} to spare" if ok else f"MISS by {r - limit:.2f}"
+    print(f"  {'MET ' if ok else 'MISS'} {what}: {r:.2f}× — {tail}")
+
+
+def fmt(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
+
+
+def barrier_section():
+    global OSU_PROG
+    print(f"Open MPI {OMPI_LABEL} ({shutil.which('mpirun')}), {time.strftime('%Y-%m-%d %H:%M')}, {NCPUS} cpus, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    OSU_PROG = build_prog("mpicc", os.path.join(ROOT, "build", "barrier_osu", "ompi-" + OMPI_LABEL))
+    mpich_setup()
+    if MPICH:
+        check_mpich()
+    configs = [c for c, (kind, _) in CONFIGS if kind != "mpich" or MPICH]
+    peers = [c for c in configs if not c.startswith("hwbarr:") and c != "floor"]
+    jobs = [(np, c, "blocking") for np in NPS for c in configs] + \
+           [(np, c, "persistent") for np in NPS for c in PERSISTENT]
+    rng = random.Random(SEED)
+    runs, pers, rows, prows = {}, {}, [], []
+    total, done, t0 = ROUNDS * len(jobs), 0, time.time()
+    print(f"{ROUNDS} rounds of {len(jobs)} launches, order shuffled per round (SEED={SEED})")
     for rnd in range(ROUNDS):
-        order = pairs[rnd % len(pairs):] + pairs[:rnd % len(pairs)]
-        for np, c in order:
-            args = dict(CONFIGS)[c]
-            runs[(rnd, np, c)] = barrier_latency(np, args)
+        order = jobs[:]
+        rng.shuffle(order)
+        for seq, (np, c, mode) in enumerate(order):
+            status = "ok"
+            try:
+                res = barrier_run(np, c) if mode == "blocking" else persistent_run(np, c)
+            except Timeout as e:
+                if c != "mpich":
+                    raise
+                status, res = "timeout", {}
+                print(f"\n  {e}")
+            except RuntimeError as e:
+                if c != "mpich":
+                    raise
+                status, res = "failed", {}
+                print(f"\n  MPICH launch failed: {str(e).splitlines()[0]}")
             done += 1
-            print(f"\r  [{done}/{total}] round {rnd + 1} np={np} {c:<15} {runs[(rnd, np, c)][0]:9.3f} us "
-                  f"({time.time() - t0:.0f} s)   ", end="", flush=True)
+            if mode == "blocking":
+                if status == "ok":
+                    runs[(rnd, np, c)] = res
+                rows.append([rnd, seq, np, c, status] + [res.get(k, "") for k in FIELDS] + [res.get("placement", "")])
+                shown = res.get("avg_us")
+            else:
+                pers[(rnd, np, c)] = res
+                prows.append([rnd, seq, np, c] + [res.get(k, "") for k in ("blocking_us", "persistent_us", "ratio",
+                                                                            "ratio_med")] + [res.get("placement", "")])
+                shown = res.get("ratio")
+            print(f"\r  [{done}/{total}] round {rnd + 1} np={np} {c:<15} {mode:<10} "
+                  f"{fmt(shown) if shown is not None else status:>9} ({time.time() - t0:.0f} s)   ", end="", flush=True)
     print()
     with open(os.path.join(OUT, "barrier.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["round", "ranks", "config", "avg_us", "min_us", "max_us"])
-        for (rnd, np, c), (a, lo, hi) in sorted(runs.items()):
-            w.writerow([rnd, np, c, f"{a:.4f}", f"{lo:.4f}", f"{hi:.4f}"])
+        w.writerow(["round", "seq", "ranks", "config", "status"] + FIELDS + ["placement"])
+        w.writerows(rows)
+    with open(os.path.join(OUT, "persistent.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["round", "seq", "ranks", "config", "blocking_us", "persistent_us", "ratio", "ratio_med_blocks",
+                    "placement"])
+        w.writerows(prows)
 
-    med = {(np, c): st.median(runs[(r, np, c)][0] for r in range(ROUNDS)) for np in NPS for c, _ in CONFIGS}
-    mins = {(np, c): min(runs[(r, np, c)][0] for r in range(ROUNDS)) for np in NPS for c, _ in CONFIGS}
+    def vals(np, c, k="avg_us"):
+        return [runs[(r, np, c)][k] for r in range(ROUNDS) if (r, np, c) in runs and k in runs[(r, np, c)]]
+
+    def med(np, c, k="avg_us"):
+        v = vals(np, c, k)
+        return st.median(v) if v else None
 
     def ratio(np, a, b):
-        """Median over rounds of a/b measured in the same round."""
-        return st.median(runs[(r, np, a)][0] / runs[(r, np, b)][0] for r in range(ROUNDS))
+        """Median over rounds of a/b measured in the same round (rounds where both ran)."""
+        v = [runs[(r, np, a)]["avg_us"] / runs[(r, np, b)]["avg_us"] for r in range(ROUNDS)
+             if (r, np, a) in runs and (r, np, b) in runs]
+        return st.median(v) if v else None
 
-    src = "osu_barrier" if OSU_DIR else "examples/barrier_bench (OSU method)"
-    print(f"\nOpen MPI {'.'.join(map(str, OMPI))}, {time.strftime('%Y-%m-%d')}")
-    print(f"MPI_Barrier average latency, µs: median (min) of {ROUNDS} rounds; {src}")
-    print(f"{'ranks':>5} " + " ".join(f"{c:>17}" for c, _ in CONFIGS))
+    stats = {(np, c): (med(np, c), min(vals(np, c)), max(vals(np, c))) for np in NPS for c in configs if vals(np, c)}
+    src = "osu_barrier" if OSU_DIR else "bench/barrier_osu.c (OSU method)"
+    mp = f", MPICH {MPICH[0]} release_gather" if MPICH else ""
+    print(f"\nOpen MPI {OMPI_LABEL}{mp}; {time.strftime('%Y-%m-%d')}; load average now {os.getloadavg()[0]:.2f}")
+    print(f"MPI_Barrier average latency (µs): median [min–max] of {ROUNDS} rounds; {src}. Exit-time skew (µs,")
+    print(f"max−min exit time over ranks per sampled barrier: median and p99 over the sample, median over rounds).")
+    print("Placement: ranks per cpu at the start (launches), moved = some rank changed cpu during the run.")
     for np in NPS:
-        print(f"{np:>5} " + " ".join(f"{med[(np, c)]:>8.3f} ({mins[(np, c)]:>6.3f})" for c, _ in CONFIGS))
-
-    print("\nRatios (median over rounds of the per-round ratio):")
-    verdicts = []
-    for np in NPS:
-        best = min(HW, key=lambda c: med[(np, c)])
-        # Against tuned, this line's shared-memory barrier(s), and the floor.
-        peers = ["tuned"] + [c for c in ("sm", "xhc", "acoll") if c in STOCK]
-        parts = [f"{h}/{s} {ratio(np, h, s):.2f}" for h in HW + ["hwbarr:auto"] for s in peers + ["floor"]]
-        print(f"  np={np}: " + ", ".join(parts))
-        print("         " + ", ".join(f"floor/{s} {ratio(np, 'floor', s):.2f}" for s in peers) +
-              " (floor: the same counter core in plain processes, no MPI; spin, or poll+sched_yield when oversubscribed)")
-        if np == 2:
-            # Against the best stock barrier of this Open MPI, per round.
-            r = st.median(runs[(k, np, best)][0] / min(runs[(k, np, s)][0] for s in STOCK) for k in range(ROUNDS))
-            sbest = min(STOCK, key=lambda c: med[(np, c)])
-            verdicts.append((f"np=2: best hwbarr ({best}) ≤ 0.7× best stock barrier (median best: {sbest})", r, r <= 0.7))
-        else:
-            r = ratio(np, best, "tuned")
-            f = ratio(np, "floor", "tuned")
-            note = f" (the scheduler floor itself is {f:.2f}× tuned)" if f > 0.5 else ""
-            verdicts.append((f"np={np}: best hwbarr ({best}) ≤ 0.5× tuned{note}", r, r <= 0.5))
-        ra = ratio(np, "hwbarr:auto", best)
-        verdicts.append((f"np={np}: auto ≤ 1.1× best hwbarr ({best})", ra, ra <= 1.1))
+        print(f"\n  {np} ranks{' (oversubscribed)' if np > NCPUS else ''}")
+        print(f"  {'config':<15} {'median':>9} {'[min – max]':>21} {'skew med':>9} {'skew p99':>9}  placement")
+        for c in configs:
+            if (np, c) not in stats:
+                n_to = sum(1 for r in rows if r[2] == np and r[3] == c and r[4] != "ok")
+                print(f"  {c:<15} {'–':>9} {'':>21} {'':>9} {'':>9}  no result ({n_to} launches timed out or failed)")
+                continue
+            m, lo, hi = stats[(np, c)]
+            places = [runs[(r, np, c)].get("placement", "") for r in range(ROUNDS) if (r, np, c) in runs]
+            n_ok = len(vals(np, c))
+            note = f" ({n_ok}/{ROUNDS} rounds)" if n_ok < ROUNDS else ""
+            print(f"  {c:<15} {fmt(m):>9} {'[' + fmt(lo) + ' – ' + fmt(hi) + ']':>21} "
+                  f"{fmt(med(np, c, 'skew_med_us')):>9} {fmt(med(np, c, 'skew_p99_us')):>9}  "
+                  f"{placement_summary(places)}{note}")
+    if MPICH:
+        its = ", ".join(f"{n} ranks {i}/{w}/{m}" for n, (i, w, m) in sorted(MPICH_ITERS.items()))
+        print(f"\n  MPICH: iterations/warm-up/sample {its}, {MPICH_TIMEOUT:.0f} s limit per launch; it "
+              f"busy-polls, so oversubscribed it waits for the scheduler's time slice.")
     print(f"  one sched_yield hand-off between two processes on one core: median {st.median(HANDOFF):.2f} µs "
-          f"over {len(HANDOFF)} runs; when ranks outnumber cores every core makes at least one per barrier")
-    print("\nTargets:")
-    for what, r, ok in verdicts:
-        print(f"  {'MET ' if ok else 'MISS'} {what}: {r:.2f}")
+          f"over {len(HANDOFF)} runs" if HANDOFF else "")
 
-    chart(med)
-    ibarrier_bench()
-    measured = fake_nodes_bench()
-    scale_model(measured)
-    w, wo = init_cost()
-    print(f"\nMPI_Init+MPI_Finalize, 2 ranks, median of {INIT_LAUNCHES} launches: "
-          f"with hwbarr {w / 1000:.1f} ms, without {wo / 1000:.1f} ms, ratio {w / wo:.3f} "
-          f"({'MET' if w / wo <= 1.02 else 'MISS'} ≤ 1.02)")
-    print(f"results: {os.path.relpath(OUT, ROOT)}/barrier.csv, init.csv")
+    print("\nPersistent barrier (MPI_Barrier_init) against MPI_Barrier, same launch, 20 interleaved blocks;")
+    print("persistent/blocking: median [min–max] over rounds:")
+    print(f"  {'ranks':>5} {'config':<15} {'blocking':>9} {'persistent':>10} {'pers/block':>10} {'[min – max]':>15}")
+    pratio = {}
+    for np in NPS:
+        for c in PERSISTENT:
+            rs = [pers[(r, np, c)] for r in range(ROUNDS) if (r, np, c) in pers]
+            if not rs:
+                continue
+            q = [x["ratio"] for x in rs]
+            pratio[(np, c)] = st.median(q)
+            print(f"  {np:>5} {c:<15} {fmt(st.median(x['blocking_us'] for x in rs)):>9} "
+                  f"{fmt(st.median(x['persistent_us'] for x in rs)):>10} {pratio[(np, c)]:>10.2f} "
+                  f"{'[%.2f – %.2f]' % (min(q), max(q)):>15}")
+
+    print("\nRatios (median over rounds of the per-round ratio; best = the faster of toggle and counter by median):")
+    best = {}
+    for np in NPS:
+        cand = [c for c in HW if (np, c) in stats]
+        if not cand:
+            continue
+        best[np] = min(cand, key=lambda c: stats[(np, c)][0])
+        parts = [f"{best[np]}/{s} {ratio(np, best[np], s):.2f}" for s in peers + ["floor"]
+                 if ratio(np, best[np], s) is not None]
+        print(f"  np={np}: " + ", ".join(parts))
+        print(f"         hwbarr:auto/{best[np]} {fmt(ratio(np, 'hwbarr:auto', best[np]))}")
+
+    print("\nTargets (issue 20), read from this run:")
+    for np in NPS:
+        if np not in best:
+            continue
+        b = best[np]
+        verdict(f"{np} ranks: hwbarr best ({b}) ≤ {1.3 if np == 2 else 1.1}× floor", ratio(np, b, "floor"),
+                1.3 if np == 2 else 1.1)
+        if np == 2:
+            # Against the fastest peer of each round (its best case).
+            v = []
+            for r in range(ROUNDS):
+                ps = [runs[(r, np, s)]["avg_us"] for s in peers if (r, np, s) in runs]
+                if (r, np, b) in runs and ps:
+                    v.append(runs[(r, np, b)]["avg_us"] / min(ps))
+            bp = min((s for s in peers if (np, s) in stats), key=lambda s: stats[(np, s)][0], default="?")
+            verdict(f"2 ranks: hwbarr best ({b}) ≤ 0.5× best peer (per round; by median: {bp})",
+                    st.median(v) if v else None, 0.5)
+        else:
+            rs = [(ratio(np, b, s), s) for s in peers if ratio(np, b, s) is not None]
+            if rs:
+                r, s = max(rs)
+                verdict(f"{np} ranks: hwbarr best ({b}) ahead of every peer (closest: {s})", r, 1.0, strict=True)
+    for np in NPS:
+        verdict(f"{np} ranks: persistent ≤ 1.0× blocking (hwbarr:auto)", pratio.get((np, "hwbarr:auto")), 1.0)
+    print("  (MPI_THREAD_MULTIPLE target: not measured by make bench)")
+    chart(stats, configs)
+    print(f"results: {os.path.relpath(OUT, ROOT)}/barrier.csv, persistent.csv")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    if "barrier" in SECTIONS:
+        barrier_section()
+    if "ibarrier" in SECTIONS:
+        ibarrier_bench()
+    if "fakenodes" in SECTIONS:
+        measured = fake_nodes_bench()
+        scale_model(measured)
+    if "init" in SECTIONS:
+        w, wo = init_cost()
+        print(f"\nMPI_Init+MPI_Finalize, 2 ranks, median of {INIT_LAUNCHES} launches: "
+              f"with hwbarr {w / 1000:.1f} ms, without {wo / 1000:.1f} ms, ratio {w / wo:.3f} "
+              f"({'MET' if w / wo <= 1.02 else 'MISS'} ≤ 1.02)")
+        print(f"results: {os.path.relpath(OUT, ROOT)}/init.csv")
 
 
 if __name__ == "__main__":

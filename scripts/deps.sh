@@ -9,17 +9,40 @@ have_ompi() { command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
   for d in $(mpicc --showme:incdirs 2>/dev/null); do [ -f "$d/ompi/mca/coll/coll.h" ] && return 0; done; return 1; }
 have_clang() { ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; }
 
-# `deps.sh bench` also wants gnuplot for the chart and python3 for the
-# driver; `deps.sh test` wants Lmod, whose module command the module file
+# `deps.sh bench` also wants gnuplot for the chart, python3 for the driver
+# and python3's venv for MPICH (below); `deps.sh test` wants Lmod, whose module command the module file
 # test loads hwbarr with.
 want=${1:-}
 have_extra() {
   case "$want" in
-    bench) command -v gnuplot >/dev/null && command -v python3 >/dev/null ;;
+    bench) command -v gnuplot >/dev/null && command -v python3 >/dev/null && python3 -c 'import ensurepip' 2>/dev/null ;;
     test) [ -f /usr/share/lmod/lmod/init/bash ] ;;
     *) true ;;
   esac
 }
+
+# `deps.sh bench` also puts MPICH beside Open MPI: the PyPI wheel `mpich`
+# (mpicc, hydra's mpiexec, libmpi) in a venv of its own, MPICH_VENV
+# (build/mpich-venv). Never fatal: without PyPI, make bench runs without
+# MPICH and says so. MPICH_PIP_SPEC picks the version (default the one the
+# figures in docs/benchmarks.md were taken with); NO_MPICH=1 skips it.
+mpich_venv() {
+  local venv=${MPICH_VENV:-$(cd "$(dirname "$0")/.." && pwd)/build/mpich-venv}
+  local spec=${MPICH_PIP_SPEC:-mpich==5.0.2}
+  [ -n "${NO_MPICH:-}" ] && return 0
+  [ -x "$venv/bin/mpiexec" ] && [ -x "$venv/bin/mpicc" ] && return 0
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    echo "hwbarr: python3 -m venv failed (Debian: apt-get install python3-venv): make bench runs without MPICH" >&2
+    return 0
+  fi
+  echo "hwbarr: pip install $spec into $venv"
+  if ! "$venv/bin/pip" install -q --disable-pip-version-check --timeout 20 --retries 1 "$spec" >/dev/null 2>&1 ||
+    [ ! -x "$venv/bin/mpiexec" ]; then
+    echo "hwbarr: pip install $spec failed (PyPI unreachable?): make bench runs without MPICH" >&2
+  fi
+  return 0
+}
+ok() { if [ "$want" = bench ]; then mpich_venv; fi; exit 0; }
 
 # With OMPI_PREFIX the user named an Open MPI: never install Debian's 4.1
 # for it, only check that prefix and say what it lacks.
@@ -38,10 +61,10 @@ if [ -n "${OMPI_PREFIX:-}" ]; then
 else
   pkgs="openmpi-bin libopenmpi-dev libclang-dev"
 fi
-if have_ompi && have_clang && have_extra; then exit 0; fi
+if have_ompi && have_clang && have_extra; then ok; fi
 
 case "$want" in
-  bench) pkgs="$pkgs gnuplot-nox python3" ;;
+  bench) pkgs="$pkgs gnuplot-nox python3 python3-venv" ;;
   test) pkgs="$pkgs lmod" ;;
 esac
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -49,12 +72,12 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq $pkgs >/dev/null
-  have_ompi && have_clang && have_extra && exit 0
+  have_ompi && have_clang && have_extra && ok
 fi
 have_ompi || echo "hwbarr: Open MPI with component headers not found: install openmpi-bin and libopenmpi-dev (Debian's 4.1), or set OMPI_PREFIX=<Open MPI install prefix>" >&2
 have_clang || echo "hwbarr: libclang not found (bindgen needs it): install libclang-dev (Debian)" >&2
 have_extra || case "$want" in
-  bench) echo "hwbarr: make bench needs gnuplot and python3: install gnuplot-nox python3 (Debian)" >&2 ;;
+  bench) echo "hwbarr: make bench needs gnuplot, python3 and its venv module: install gnuplot-nox python3 python3-venv (Debian)" >&2 ;;
   test) echo "hwbarr: make test needs Lmod for its module file test: install lmod (Debian)" >&2 ;;
 esac
 exit 1

@@ -1,0 +1,234 @@
+/* MPI_Barrier latency the OSU way (osu_barrier: warm-up, a timed loop, each
+ * rank's mean, then the average, min and max of those over ranks), plus what
+ * an average hides: the exit-time skew across ranks and where the ranks ran.
+ * Plain C and MPI only, so that the same source is built with the mpicc of
+ * every MPI under test (Open MPI 4.1, 5.0, 6.0, MPICH).
+ *
+ * Usage: barrier_osu [blocking|persistent] [iters] [warmup] [sample]
+ *
+ * blocking (default):
+ *   1. warm-up barriers, then `iters` timed MPI_Barrier calls (MPI_Wtime
+ *      around the whole loop; nothing else inside it);
+ *   2. right after, `sample` more barriers, each followed by a
+ *      clock_gettime(CLOCK_MONOTONIC) and a sched_getcpu() (the clock is
+ *      common to all processes of one machine); kept apart from the timed
+ *      loop because the two calls cost tens of ns, a large part of a
+ *      2-rank barrier;
+ *   3. rank 0 gathers the exit times and reports, per sampled barrier, the
+ *      spread max - min over ranks: its median, 99th percentile and max.
+ *   Prints: ranks= mode=blocking avg_us= min_us= max_us= iters=
+ *           sample= sample_avg_us= skew_med_us= skew_p99_us= skew_max_us=
+ *           placement=<rank>:<cpu at start>><cpu at end>/<distinct cpus
+ *           seen in the sample>,...  (the /<distinct> part in blocking mode only)
+ *
+ * persistent:
+ *   MPI_Barrier and the persistent barrier (MPI_Barrier_init, or
+ *   MPIX_Barrier_init on Open MPI 4.1) in the same launch, interleaved in
+ *   `BLOCKS` blocks of iters/BLOCKS each, the order alternating per block.
+ *   Prints: ranks= mode=persistent blocking_us= persistent_us= ratio=
+ *           ratio_med= iters= placement=...
+ *   (blocking_us and persistent_us: averages over ranks of each rank's
+ *   mean; ratio = persistent_us / blocking_us; ratio_med: the median over
+ *   blocks of the per-block ratio.)
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
+#include <mpi-ext.h>
+#define BARRIER_INIT MPIX_Barrier_init
+#else
+#define BARRIER_INIT MPI_Barrier_init
+#endif
+
+#define BLOCKS 20
+#define MAX_CPUS 4096
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_f64(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "barrier_osu: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+/* Gathers each rank's {cpu at start, cpu at end, distinct cpus} and prints
+ * them on rank 0 as placement=r:s>e/d,... */
+static void print_placement(int rank, int size, int start, int end, int distinct) {
+    int mine[3] = {start, end, distinct};
+    int *all = rank == 0 ? xmalloc(sizeof(int) * 3 * size) : NULL;
+    MPI_Gather(mine, 3, MPI_INT, all, 3, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf(" placement=");
+        for (int r = 0; r < size; r++)
+        {
+            printf("%s%d:%d>%d", r ? "," : "", r, all[3 * r], all[3 * r + 1]);
+            if (all[3 * r + 2] > 0) printf("/%d", all[3 * r + 2]);
+        }
+        free(all);
+    }
+}
+
+static void blocking(int rank, int size, long iters, long warmup, long sample) {
+    int cpu0 = sched_getcpu();
+    for (long i = 0; i < warmup; i++)
+        MPI_Barrier(MPI_COMM_WORLD);
+
+    double t0 = MPI_Wtime();
+    for (long i = 0; i < iters; i++)
+        MPI_Barrier(MPI_COMM_WORLD);
+    double mine = (MPI_Wtime() - t0) * 1e6 / iters;
+
+    int64_t *exit_ns = xmalloc(sizeof(int64_t) * sample);
+    int *cpus = xmalloc(sizeof(int) * sample);
+    double s0 = MPI_Wtime();
+    for (long i = 0; i < sample; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        exit_ns[i] = now_ns();
+        cpus[i] = sched_getcpu();
+    }
+    double sample_mine = sample ? (MPI_Wtime() - s0) * 1e6 / sample : 0.0;
+    int cpu1 = sched_getcpu();
+
+    static unsigned char seen[MAX_CPUS];
+    int distinct = 0;
+    for (long i = 0; i < sample; i++) {
+        int c = cpus[i];
+        if (c >= 0 && c < MAX_CPUS && !seen[c]) {
+            seen[c] = 1;
+            distinct++;
+        }
+    }
+
+    double sum = 0, lo = 0, hi = 0, ssum = 0;
+    MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&sample_mine, &ssum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+
+    int64_t *all = rank == 0 ? xmalloc(sizeof(int64_t) * sample * size) : NULL;
+    MPI_Gather(exit_ns, (int)sample, MPI_INT64_T, all, (int)sample, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        int64_t *skew = xmalloc(sizeof(int64_t) * sample);
+        for (long i = 0; i < sample; i++) {
+            int64_t mn = all[i], mx = all[i];
+            for (int r = 1; r < size; r++) {
+                int64_t v = all[(size_t)r * sample + i];
+                if (v < mn) mn = v;
+                if (v > mx) mx = v;
+            }
+            skew[i] = mx - mn;
+        }
+        qsort(skew, sample, sizeof(int64_t), cmp_i64);
+        double med = sample ? skew[sample / 2] / 1e3 : 0;
+        double p99 = sample ? skew[(sample * 99) / 100 < sample ? (sample * 99) / 100 : sample - 1] / 1e3 : 0;
+        double mx = sample ? skew[sample - 1] / 1e3 : 0;
+        printf("ranks=%d mode=blocking avg_us=%.4f min_us=%.4f max_us=%.4f iters=%ld sample=%ld sample_avg_us=%.4f "
+               "skew_med_us=%.4f skew_p99_us=%.4f skew_max_us=%.4f",
+               size, sum / size, lo, hi, iters, sample, ssum / size, med, p99, mx);
+        free(skew);
+        free(all);
+    }
+    print_placement(rank, size, cpu0, cpu1, distinct);
+    if (rank == 0) printf("\n");
+    free(exit_ns);
+    free(cpus);
+}
+
+static void persistent(int rank, int size, long iters, long warmup) {
+    int cpu0 = sched_getcpu();
+    MPI_Request req;
+    if (BARRIER_INIT(MPI_COMM_WORLD, MPI_INFO_NULL, &req) != MPI_SUCCESS) {
+        fprintf(stderr, "barrier_osu: persistent barrier init failed\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (long i = 0; i < warmup; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Start(&req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    long per = iters / BLOCKS > 0 ? iters / BLOCKS : 1;
+    /* t[2b] blocking, t[2b+1] persistent: this rank's µs per barrier. */
+    double t[2 * BLOCKS];
+    for (int b = 0; b < BLOCKS; b++) {
+        for (int k = 0; k < 2; k++) {
+            int pers = (k + b) % 2; /* alternate which kind goes first */
+            double t0 = MPI_Wtime();
+            if (pers) {
+                for (long i = 0; i < per; i++) {
+                    MPI_Start(&req);
+                    MPI_Wait(&req, MPI_STATUS_IGNORE);
+                }
+            } else {
+                for (long i = 0; i < per; i++)
+                    MPI_Barrier(MPI_COMM_WORLD);
+            }
+            t[2 * b + pers] = (MPI_Wtime() - t0) * 1e6 / per;
+        }
+    }
+    MPI_Request_free(&req);
+    int cpu1 = sched_getcpu();
+
+    double sums[2 * BLOCKS];
+    MPI_Reduce(t, sums, 2 * BLOCKS, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        double blk = 0, per_sum = 0, ratios[BLOCKS];
+        for (int b = 0; b < BLOCKS; b++) {
+            blk += sums[2 * b];
+            per_sum += sums[2 * b + 1];
+            ratios[b] = sums[2 * b + 1] / sums[2 * b];
+        }
+        qsort(ratios, BLOCKS, sizeof(double), cmp_f64);
+        double bl = blk / BLOCKS / size, pe = per_sum / BLOCKS / size;
+        printf("ranks=%d mode=persistent blocking_us=%.4f persistent_us=%.4f ratio=%.4f ratio_med=%.4f iters=%ld", size,
+               bl, pe, pe / bl, (ratios[BLOCKS / 2 - 1] + ratios[BLOCKS / 2]) / 2, per * BLOCKS);
+    }
+    print_placement(rank, size, cpu0, cpu1, 0);
+    if (rank == 0) printf("\n");
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int argi = 1;
+    const char *mode = "blocking";
+    if (argc > 1 && (strcmp(argv[1], "blocking") == 0 || strcmp(argv[1], "persistent") == 0)) mode = argv[argi++];
+    long iters = argc > argi ? atol(argv[argi]) : 10000;
+    long warmup = argc > argi + 1 ? atol(argv[argi + 1]) : iters / 10;
+    long sample = argc > argi + 2 ? atol(argv[argi + 2]) : 1000;
+    if (iters < 1) iters = 1;
+    if (warmup < 0) warmup = 0;
+    if (sample < 0) sample = 0;
+    if (strcmp(mode, "persistent") == 0)
+        persistent(rank, size, iters, warmup);
+    else
+        blocking(rank, size, iters, warmup, sample);
+    fflush(stdout);
+    MPI_Finalize();
+    return 0;
+}
