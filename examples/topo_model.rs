@@ -576,6 +576,14 @@ fn best_other(row: &[(Kind, f64)]) -> (Kind, f64) {
         .fold((Kind::Flat, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a })
 }
 
+/// Best of xhc, acoll and MPICH alone (either bound).
+fn best_peer(row: &[(Kind, f64)]) -> f64 {
+    row.iter()
+        .filter(|(k, _)| matches!(k, Kind::Xhc(_) | Kind::Acoll(_) | Kind::Mpich(_)))
+        .map(|r| r.1)
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn row_of(ctx: &Ctx, case: fn(&Ctx, Kind) -> f64) -> Vec<(Kind, f64)> {
     Kind::ALL.iter().map(|&k| (k, case(ctx, k))).collect()
 }
@@ -587,19 +595,21 @@ fn ratio(row: &[(Kind, f64)], kind: Kind) -> f64 {
 fn table(m: Machine, p: Placement, c: Costs, case_name: &str, case: fn(&Ctx, Kind) -> f64) {
     println!("\n{} — {p:?} placement — {case_name} (ns, last arrival → last exit)\n", m.name);
     let head: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-    println!("| ranks | {} | best other | tree / best | tree+flat / best |", head.join(" | "));
-    println!("|---{}|---|---|---|", "|---".repeat(head.len()));
+    println!("| ranks | {} | best other | tree / best | tree+flat / best | tree / best peer |", head.join(" | "));
+    println!("|---{}|---|---|---|---|", "|---".repeat(head.len()));
     for n in RANKS.into_iter().filter(|&n| n <= m.total()) {
         let ctx = Ctx::new(m, p, n, c);
         let row = row_of(&ctx, case);
         let cells: Vec<String> = row.iter().map(|r| fmt_ns(r.1)).collect();
         let (bk, _) = best_other(&row);
+        let tree = row.iter().find(|r| r.0 == Kind::Tree).expect("tree").1;
         println!(
-            "| {n} | {} | {} | {:.2} | {:.2} |",
+            "| {n} | {} | {} | {:.2} | {:.2} | {:.2} |",
             cells.join(" | "),
             bk.name(),
             ratio(&row, Kind::Tree),
-            ratio(&row, Kind::TreeFlat)
+            ratio(&row, Kind::TreeFlat),
+            tree / best_peer(&row)
         );
     }
 }
