@@ -10,6 +10,7 @@
 #include "ompi/mca/coll/base/coll_tags.h"
 #include "ompi/mca/pml/pml.h"
 #include "ompi/request/request.h"
+#include "ompi/runtime/mpiruntime.h"
 #include "opal/class/opal_object.h"
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var_enum.h"
@@ -201,6 +202,8 @@ static const char *string_var(const char *project, const char *framework, const 
     }
     return *value;
 }
+
+int hwb_mpi_thread_multiple(void) { return ompi_mpi_thread_multiple ? 1 : 0; }
 
 const char *hwb_coll_selection(void) { return string_var("ompi", "coll", NULL, NULL); }
 

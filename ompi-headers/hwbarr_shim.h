@@ -53,6 +53,9 @@ int hwb_runtime_version(int *major, int *minor, int *release);
  * variable: MPI_Init applies it to opal_progress only after MPI_COMM_WORLD
  * has chosen its collectives. */
 int hwb_mpi_yield_when_idle(void);
+/* 1 when MPI_Init granted MPI_THREAD_MULTIPLE (ompi_mpi_thread_multiple,
+ * set before MPI_COMM_WORLD chooses its collectives). */
+int hwb_mpi_thread_multiple(void);
 /* The value of the coll framework's selection variable (`--mca coll ...`),
  * or NULL when unset. */
 const char *hwb_coll_selection(void);

@@ -18,7 +18,7 @@ use crate::p2p::{self, P2p, ERROR};
 use crate::settings::Algorithm;
 use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
-use crate::wait::WaitPolicy;
+use crate::wait::{Crowd, WaitPolicy};
 
 /// Largest communicator `auto` gives the counter barrier: every rank sends
 /// n-1 packets (n(n-1) remote atomics, and up to n-1 wake-ups when ranks
@@ -94,6 +94,9 @@ pub struct Options {
     pub topology: Topology,
     /// This process's place by its binding (`topology` auto).
     pub own_place: Place,
+    /// Under MPI_THREAD_MULTIPLE: the policy while this process's waiting
+    /// threads outnumber the cores (`wait::Crowd`).
+    pub crowd: Option<Crowd>,
 }
 
 /// One communicator's barrier state.
@@ -160,6 +163,11 @@ impl<P: P2p> Comm<P> {
 
     pub fn policy(&self) -> WaitPolicy {
         self.opts.policy
+    }
+
+    /// The policy while many threads of this process wait (MPI_THREAD_MULTIPLE).
+    pub fn crowd(&self) -> Option<Crowd> {
+        self.opts.crowd
     }
 
     /// The place in the node's caches of node-local rank `local` (ours is
@@ -291,7 +299,15 @@ impl<P: P2p> Comm<P> {
 
     /// The waiting policy, as verbose output states it.
     fn waiting(&self) -> String {
-        format!("waiting by {:?}, {} polls per progress turn", self.opts.policy.idle, self.opts.policy.spins)
+        let (p, crowd) = (self.opts.policy, self.opts.crowd);
+        let mut text = format!("waiting by {:?}, {} polls per progress turn", p.idle, p.spins);
+        if let Some(c) = crowd {
+            text += &format!(
+                "; by {:?}, {} polls, while more than {} threads of a rank wait",
+                c.policy.idle, c.policy.spins, c.above
+            );
+        }
+        text
     }
 
     /// One node, first barrier: the device exchange is over. Keeps the

@@ -4,6 +4,8 @@
 //! outnumber cores (a spinning waiter would otherwise hold the very core
 //! its releaser needs).
 
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
 pub use crate::settings::Idle;
 
 /// Rounds a `Sleep` waiter yields before it sleeps.
@@ -16,6 +18,14 @@ pub const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_micros(20
 /// also pauses (`spin_loop`): 33 ns on this machine's AMD EPYC, so 256
 /// polls take about 8 µs.
 pub const SPINS_OWN_CORE: u32 = 256;
+
+/// Polls per progress turn, and a yield after each turn, while the threads
+/// of a process waiting at once (MPI_THREAD_MULTIPLE) outnumber the cores
+/// with the other ranks' (`Crowd`). Measured with 4 threads per rank each on
+/// its own communicator, 2 ranks on 2 cores (examples/threads_bench): 1
+/// poll per turn 3-8 µs per barrier, 16 polls 0.2-2 µs, 256 polls up to
+/// 17 µs when a pair's two threads share a core.
+pub const SPINS_CROWDED: u32 = 16;
 
 /// The waiting policy of one communicator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +74,76 @@ impl WaitPolicy {
     }
 }
 
+/// Under MPI_THREAD_MULTIPLE, when the ranks on a node have a core each
+/// (the own-core policy spins and never gives its core up): the policy for
+/// waits while more than `above` threads of this process wait at once. The
+/// rule of `WaitPolicy::for_node` — waiters outnumber cores — counts
+/// waiting threads too: with `t` waiting threads per rank there are
+/// `t * local_ranks` waiters on the node. A spinning waiter whose peer
+/// thread is queued on its own core holds that core for a whole scheduler
+/// slice (measured: 7-10 ms per barrier with each pair's threads bound to
+/// one core, 0.07 µs when bound apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Crowd {
+    pub above: usize,
+    pub policy: WaitPolicy,
+}
+
+impl Crowd {
+    /// None unless threads may wait at once (`thread_multiple`) and the
+    /// automatic policy gives each rank its core (the user set neither
+    /// `spin` nor `idle`, ranks do not outnumber cores, no
+    /// `mpi_yield_when_idle`): the other cases already share the cores.
+    pub fn for_node(
+        local_ranks: usize,
+        cores: usize,
+        yield_when_idle: bool,
+        spin: i32,
+        idle: Option<Idle>,
+        thread_multiple: bool,
+    ) -> Option<Crowd> {
+        let own_core = local_ranks <= cores && !yield_when_idle && spin < 0 && idle.is_none();
+        (thread_multiple && own_core).then(|| Crowd {
+            // w waiting threads per rank outnumber the cores when w > cores / local_ranks.
+            above: cores / local_ranks.max(1),
+            policy: WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield },
+        })
+    }
+}
+
+/// Threads of this process in `try_wait_crowded` now.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a thread in `WAITING` while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn enter() -> Waiting {
+        WAITING.fetch_add(1, Relaxed);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Relaxed);
+    }
+}
+
+/// `try_wait_until` with `policy`, or `crowd`'s policy in the rounds where
+/// more than `crowd.above` threads of this process wait here.
+pub fn try_wait_crowded<E>(
+    policy: WaitPolicy,
+    crowd: Crowd,
+    done: impl FnMut() -> Result<bool, E>,
+    progress: impl FnMut(),
+    sleep: impl FnMut(),
+) -> Result<(), E> {
+    let _me = Waiting::enter();
+    let choose = || if WAITING.load(Relaxed) > crowd.above { crowd.policy } else { policy };
+    wait_by(choose, done, progress, sleep)
+}
+
 /// Polls `done` until it is true: `try_wait_until` for conditions that
 /// cannot fail.
 pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, progress: impl FnMut(), sleep: impl FnMut()) {
@@ -79,6 +159,16 @@ pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, progress: 
 /// wait), then yields the core or calls `sleep` as the policy says.
 pub fn try_wait_until<E>(
     policy: WaitPolicy,
+    done: impl FnMut() -> Result<bool, E>,
+    progress: impl FnMut(),
+    sleep: impl FnMut(),
+) -> Result<(), E> {
+    wait_by(|| policy, done, progress, sleep)
+}
+
+/// The loop of `try_wait_until`, with the policy of each round from `choose`.
+fn wait_by<E>(
+    mut choose: impl FnMut() -> WaitPolicy,
     mut done: impl FnMut() -> Result<bool, E>,
     mut progress: impl FnMut(),
     mut sleep: impl FnMut(),
@@ -86,6 +176,7 @@ pub fn try_wait_until<E>(
     let mut rounds = 0u32;
     loop {
         rounds = rounds.saturating_add(1);
+        let policy = choose();
         for _ in 0..policy.spins {
             if done()? {
                 return Ok(());
@@ -124,6 +215,49 @@ mod tests {
         assert_eq!(WaitPolicy::for_node(4, 2, false, -1, None).spins, 1);
         assert_eq!(WaitPolicy::for_node(2, 2, true, -1, None).spins, 1);
         assert_eq!(WaitPolicy::for_node(2, 2, false, -1, None).spins, SPINS_OWN_CORE);
+    }
+
+    #[test]
+    fn crowd_only_when_threads_may_outnumber_own_cores() {
+        let c = Crowd::for_node(2, 2, false, -1, None, true).expect("threaded, a core each");
+        assert_eq!(c.above, 1);
+        assert_eq!(c.policy, WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield });
+        assert_eq!(Crowd::for_node(1, 8, false, -1, None, true).map(|c| c.above), Some(8));
+        assert_eq!(Crowd::for_node(2, 2, false, -1, None, false), None);
+        // Cores shared already, or the user chose: nothing changes.
+        assert_eq!(Crowd::for_node(4, 2, false, -1, None, true), None);
+        assert_eq!(Crowd::for_node(2, 2, true, -1, None, true), None);
+        assert_eq!(Crowd::for_node(2, 2, false, 256, None, true), None);
+        assert_eq!(Crowd::for_node(2, 2, false, -1, Some(Idle::Spin), true), None);
+    }
+
+    #[test]
+    fn a_crowded_wait_takes_the_crowd_policy_and_counts_itself() {
+        let own = WaitPolicy { spins: 4, progress: true, idle: Idle::Spin };
+        let yielding = WaitPolicy { spins: 2, progress: true, idle: Idle::Sleep };
+        let run = |above: usize| {
+            let (mut polls, mut naps) = (0, 0);
+            let crowd = Crowd { above, policy: yielding };
+            let r: Result<(), ()> = try_wait_crowded(
+                own,
+                crowd,
+                || {
+                    polls += 1;
+                    Ok(polls > 4 * (YIELDS_BEFORE_SLEEP as usize + 3))
+                },
+                || {},
+                || naps += 1,
+            );
+            r.unwrap();
+            naps
+        };
+        // Never more waiters than `above`: the own-core policy, no sleep.
+        assert_eq!(run(usize::MAX), 0);
+        // More than 0 (this one): every round crowded, 3 polls each (2, and
+        // one after progress), and after its rounds of yield it sleeps.
+        let full_rounds = 4 * (YIELDS_BEFORE_SLEEP + 3) / 3;
+        assert_eq!(run(0), full_rounds - YIELDS_BEFORE_SLEEP);
+        assert_eq!(WAITING.load(Relaxed), 0, "the waiter counted itself out");
     }
 
     #[test]

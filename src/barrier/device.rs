@@ -86,5 +86,9 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
         Ticket::Counter => sleep::counter_sleep(&FUTEX, &seg.counters()[me], &seg.asleep()[me]),
         Ticket::Toggle(target) => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
     };
-    wait::try_wait_until(c.policy(), || released(c, t), || c.p2p().progress(), sleep)
+    let done = || released(c, t);
+    match c.crowd() {
+        None => wait::try_wait_until(c.policy(), done, || c.p2p().progress(), sleep),
+        Some(crowd) => wait::try_wait_crowded(c.policy(), crowd, done, || c.p2p().progress(), sleep),
+    }
 }

@@ -214,6 +214,7 @@ mod tests {
                 policy,
                 topology: Topology::Flat,
                 own_place: Place::UNKNOWN,
+                crowd: None,
             };
             let c = Comm::new(ep, r, n as c_int, 9, true, opts);
             let mut op = HierOp::first(&c, Lookout::new(None)).unwrap();

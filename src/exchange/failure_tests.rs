@@ -80,7 +80,7 @@ fn run(eps: Vec<Mem>, algorithm: Algorithm, inter: InterAlgorithm) -> Vec<Seen> 
         let seen = mem::run(eps, move |ep| {
             let r = ep.rank();
             let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN };
+            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None };
             let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
             let mut seen = Seen { failed_at: None, ops_after: Vec::new() };
             for k in 1..=BARRIERS {
@@ -173,6 +173,7 @@ fn a_rank_of_another_barrier(hosts: &'static [&'static str]) {
                     policy,
                     topology: Topology::Flat,
                     own_place: Place::UNKNOWN,
+                    crowd: None,
                 };
                 let multi = hosts.iter().any(|h| *h != hosts[0]);
                 let c = Comm::new(ep, r, n as c_int, 7, multi, opts);
@@ -222,7 +223,7 @@ impl Stalled {
 fn drop_mid_exchange(ep: Mem, n: usize, multi: bool, algorithm: Algorithm, stop: u64) {
     let r = ep.rank();
     let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-    let opts = Options { requested: algorithm, inter: Some(InterAlgorithm::Counter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN };
+    let opts = Options { requested: algorithm, inter: Some(InterAlgorithm::Counter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None };
     let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
     let mut idle = Stalled::new(&ep);
     let mut done = false;

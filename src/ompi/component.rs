@@ -263,6 +263,7 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             policy: node::policy(&p),
             topology: p.topology,
             own_place: node::NODE.place,
+            crowd: node::crowd(&p),
         };
         // SAFETY: the communicator under construction outlives its module,
         // which `new_module` links to the state before any request exists.

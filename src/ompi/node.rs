@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use crate::ompi::ffi;
 use crate::ompi::params::Params;
 use crate::topology::{self, Place};
-use crate::wait::WaitPolicy;
+use crate::wait::{Crowd, WaitPolicy};
 
 pub struct NodeFacts {
     /// Ranks of this job on this node (Open MPI's launcher tells each rank).
@@ -17,6 +17,8 @@ pub struct NodeFacts {
     pub yield_when_idle: bool,
     /// Where this process may run in the node's caches (`topology`).
     pub place: Place,
+    /// MPI_THREAD_MULTIPLE: threads may wait in barriers at once.
+    pub thread_multiple: bool,
 }
 
 pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
@@ -27,12 +29,22 @@ pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
     place: std::fs::read_to_string("/proc/self/status")
         .map(|status| topology::own_place(&status, std::path::Path::new("/sys/devices/system/cpu")))
         .unwrap_or(Place::UNKNOWN),
+    // SAFETY: reads a flag MPI_Init sets before it selects collectives.
+    thread_multiple: unsafe { ffi::hwb_mpi_thread_multiple() } != 0,
 });
 
 /// The waiting policy for a communicator with parameters `p`.
 pub fn policy(p: &Params) -> WaitPolicy {
     let node = &*NODE;
     WaitPolicy::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle)
+}
+
+/// The policy while this process's waiting threads outnumber the cores,
+/// for a communicator with parameters `p` (None: not threaded, or the
+/// cores are shared already).
+pub fn crowd(p: &Params) -> Option<Crowd> {
+    let node = &*NODE;
+    Crowd::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle, node.thread_multiple)
 }
 
 /// Cores online on this machine (not the affinity mask: oversubscription is
