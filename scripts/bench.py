@@ -61,7 +61,8 @@ OSU_DIR = os.environ.get("OSU_DIR")
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
 SEED = int(os.environ.get("SEED", str(int(time.time()) % 100000)))
-SECTIONS = os.environ.get("SECTIONS", "barrier,ibarrier,fakenodes,init").split(",")
+SECTIONS = os.environ.get("SECTIONS", "barrier,threads,ibarrier,fakenodes,init").split(",")
+THREADS_LAUNCHES = int(os.environ.get("THREADS_LAUNCHES", "5"))
 INIT_LAUNCHES = int(os.environ.get("INIT_LAUNCHES", "15"))
 NCPUS = os.cpu_count() or 1
 ITERS = {2: 20000, 4: 5000, 8: 2000}
@@ -690,15 +691,59 @@ def barrier_section():
                 verdict(f"{np} ranks: hwbarr best ({b}) ahead of every peer (closest: {s})", r, 1.0, strict=True)
     for np in NPS:
         verdict(f"{np} ranks: persistent ≤ 1.0× blocking (hwbarr:auto)", pratio.get((np, "hwbarr:auto")), 1.0)
-    print("  (MPI_THREAD_MULTIPLE target: not measured by make bench)")
     chart(stats, configs)
     print(f"results: {os.path.relpath(OUT, ROOT)}/barrier.csv, persistent.csv")
+
+
+def threads_section():
+    """MPI_THREAD_MULTIPLE, 2 ranks, 4 threads each on its own dup of
+    MPI_COMM_WORLD (examples/threads_bench): hwbarr's median per barrier
+    over launches, unbound and with each pair's two threads bound to one
+    core; on 5.0 and 6.0 compared with 4.1's figure from its last make bench
+    (build/bench/threads.csv), if there is one."""
+    prog = os.path.join(TARGET, "release/examples/threads_bench")
+    args = ["--mca", "coll", "hwbarr,tuned," + REST]
+    rows, res = [], {}
+    for i in range(THREADS_LAUNCHES):
+        for pin in ("none", "same"):
+            env = dict(ENV)
+            if pin != "none":
+                env["THREADS_BENCH_PIN"] = pin
+            out = mpirun(2, args + ["-x", "THREADS_BENCH_PIN"] if pin != "none" else args,
+                         [prog, "4", "200000"], env=env, timeout=600)
+            kv = dict(re.findall(r"(\w+)=([\d.]+)", out))
+            v = float(kv["per_barrier_us"])
+            res.setdefault(pin, []).append(v)
+            rows.append([i, pin, v, kv.get("wall_us", "")])
+            print(f"\r  threads launch {i + 1}/{THREADS_LAUNCHES} pin={pin:<4} {v:10.3f} us   ", end="", flush=True)
+    print()
+    with open(os.path.join(OUT, "threads.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["launch", "pin", "per_barrier_us", "wall_us"])
+        w.writerows(rows)
+    print(f"\nMPI_THREAD_MULTIPLE, 2 ranks x 4 threads, hwbarr, {THREADS_LAUNCHES} launches (µs per barrier):")
+    for pin in ("none", "same"):
+        v = res[pin]
+        print(f"  threads {'unbound' if pin == 'none' else 'pair on one core':<17} median {st.median(v):8.3f}"
+              f"  [{min(v):.3f}–{max(v):.3f}]")
+    ref = os.path.join(ROOT, "build", "bench", "threads.csv")
+    if OMPI[:2] == (4, 1):
+        print("  (the 4.1 figure the other lines are compared with: " + os.path.relpath(ref, ROOT) + ")")
+    elif os.path.exists(ref):
+        with open(ref) as f:
+            base = [float(r["per_barrier_us"]) for r in csv.DictReader(f) if r["pin"] == "none"]
+        verdict(f"MPI_THREAD_MULTIPLE: hwbarr on {OMPI_LABEL} ≤ 1.5× its 4.1 figure (unbound, medians)",
+                st.median(res["none"]) / st.median(base), 1.5)
+    else:
+        print("  (no 4.1 figure on record: run make bench on 4.1 first)")
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
     if "barrier" in SECTIONS:
         barrier_section()
+    if "threads" in SECTIONS:
+        threads_section()
     if "ibarrier" in SECTIONS:
         ibarrier_bench()
     if "fakenodes" in SECTIONS:
