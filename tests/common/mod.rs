@@ -1,5 +1,5 @@
 //! The harness shared by the integration tests (tests/*.rs): real
-//! `mpirun` jobs running examples/barrier_check.rs (rsmpi) with the hwbarr
+//! `mpirun` jobs running examples/barrier_check/ (rsmpi) with the hwbarr
 //! component just built, loaded by an unmodified Open MPI from a private
 //! component directory.
 //!
@@ -210,10 +210,23 @@ pub fn launch_rte_cmd(
     args: &[&str],
     secs: u32,
 ) -> Command {
+    let np = np.to_string();
+    let mut job_wide = vec!["-np", np.as_str()];
+    job_wide.extend_from_slice(launch);
+    let mut c = mpirun_prefix(&job_wide, rte, mca, secs);
+    c.arg(target_dir().join("examples/barrier_check"));
+    c.args(args);
+    set_env(&mut c, env);
+    c
+}
+
+/// `timeout <secs> mpirun` with the options of the whole job: more ranks
+/// than cores, `launch`, the launcher's parameters `rte`, the component
+/// path under test (unless `mca` names one) and the MPI parameters `mca`.
+fn mpirun_prefix(launch: &[&str], rte: &[(&str, &str)], mca: &[(&str, &str)], secs: u32) -> Command {
     let mut c = Command::new("timeout");
     c.args(["-k", "5", &secs.to_string(), "mpirun"]);
     c.args(rte::oversubscribe());
-    c.args(["-np", &np.to_string()]);
     c.args(launch);
     for (k, v) in rte {
         c.args([rte::param_flag(), k, v]);
@@ -225,13 +238,16 @@ pub fn launch_rte_cmd(
     for (k, v) in mca {
         c.args(["--mca", k, v]);
     }
-    c.arg(target_dir().join("examples/barrier_check"));
-    c.args(args);
+    c
+}
+
+/// The environment of mpirun (and so of the ranks): running as root
+/// allowed, and `env`.
+fn set_env(c: &mut Command, env: &[(&str, &str)]) {
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     for (k, v) in env {
         c.env(k, v);
     }
-    c
 }
 
 pub fn mpirun(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
@@ -254,14 +270,7 @@ pub fn board() -> PathBuf {
 }
 
 pub fn semantics(np: usize, alg: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
-    let b = board();
-    let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
-    env.extend_from_slice(extra_env);
-    let it = iters.to_string();
-    let job =
-        mpirun(np, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &env, &["semantics", &it], 300);
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    job
+    board_job_env(np, alg, "semantics", iters, extra_env)
 }
 
 pub fn shm_names() -> Vec<String> {
@@ -288,15 +297,16 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub fn board_job(np: usize, alg: &str, mode: &str, iters: u32) -> Job {
+    board_job_env(np, alg, mode, iters, &[])
+}
+
+/// `mode` with `alg` at verbosity 2 on a fresh board, with `extra_env`.
+fn board_job_env(np: usize, alg: &str, mode: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
     let b = board();
+    let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
+    env.extend_from_slice(extra_env);
     let it = iters.to_string();
-    let job = mpirun(
-        np,
-        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")],
-        &[("HWBARR_BOARD", b.to_str().unwrap())],
-        &[mode, &it],
-        300,
-    );
+    let job = mpirun(np, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &env, &[mode, &it], 300);
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
     job
 }
@@ -412,20 +422,19 @@ pub fn fault_job(np: usize, alg: &str, fault: &str, ranks: &str, first: &str, it
     let launch = fault_launch(fault, ranks, first);
     let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
     let it = iters.to_string();
-    let _g = lock();
-    let t = std::time::Instant::now();
-    let out = launch_cmd(
-        np,
-        &launch,
-        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "1"), (rte::single_copy_param(), "none")],
-        &[("HWBARR_BOARD", b.to_str().unwrap())],
-        &["first", &it],
+    let job = run(
+        launch_cmd(
+            np,
+            &launch,
+            &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "1"), (rte::single_copy_param(), "none")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["first", &it],
+            secs,
+        ),
         secs,
-    )
-    .output()
-    .expect("run mpirun");
+    );
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
+    job
 }
 
 /// Lines of hwbarr's fallback message.
@@ -453,17 +462,7 @@ pub fn mpmd(
     args: &[&str],
     secs: u32,
 ) -> Job {
-    let mut c = Command::new("timeout");
-    c.args(["-k", "5", &secs.to_string(), "mpirun"]);
-    c.args(rte::oversubscribe());
-    c.args(launch);
-    for (k, v) in rte {
-        c.args([rte::param_flag(), k, v]);
-    }
-    c.args(["--mca", "mca_base_component_path", component_path()]);
-    for (k, v) in mca {
-        c.args(["--mca", k, v]);
-    }
+    let mut c = mpirun_prefix(launch, rte, mca, secs);
     for (i, (np, vars)) in contexts.iter().enumerate() {
         if i > 0 {
             c.arg(":");
@@ -479,10 +478,7 @@ pub fn mpmd(
         c.arg(target_dir().join("examples/barrier_check"));
         c.args(args);
     }
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
+    set_env(&mut c, env);
     run(c, secs)
 }
 
