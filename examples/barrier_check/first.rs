@@ -17,9 +17,7 @@ use crate::*;
 /// Ibarrier, a sleep, Wait, Barrier: legal, since the ibarrier matches the
 /// ibarrier and the barrier the barrier.
 fn order_a(t: &mut Tested, board: &Board, me: usize, lead: usize, nap_us: u64) {
-    t.count += 1;
-    let k = t.count;
-    board.cell(t.slot, me).store(k, SeqCst);
+    let k = t.enter(board, me);
     let mut r = Raw::ibarrier(&t.comm);
     if t.comm.rank() as usize == lead {
         t.checked_barrier(board, me);
@@ -42,15 +40,13 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
     let mut t = Tested::new(world.duplicate(), 0, me);
     let mut p = Raw::persistent(&t.comm);
     let start = |t: &mut Tested, p: &mut Raw| {
-        t.count += 1;
-        board.cell(t.slot, me).store(t.count, SeqCst);
+        t.enter(&board, me);
         p.start();
         p.wait();
         check_after(t, &board, me, t.count);
     };
     let ibarrier = |t: &mut Tested| {
-        t.count += 1;
-        board.cell(t.slot, me).store(t.count, SeqCst);
+        t.enter(&board, me);
         Raw::ibarrier(&t.comm).wait();
         check_after(t, &board, me, t.count);
     };
@@ -76,8 +72,7 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
                 }
                 let mut two = Vec::new();
                 for _ in 0..2 {
-                    t.count += 1;
-                    board.cell(t.slot, me).store(t.count, SeqCst);
+                    t.enter(&board, me);
                     two.push(Raw::ibarrier(&t.comm));
                 }
                 let k = t.count;

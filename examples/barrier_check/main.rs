@@ -98,9 +98,7 @@ impl Tested {
     }
 
     fn checked_barrier(&mut self, board: &Board, me: usize) {
-        self.count += 1;
-        let k = self.count;
-        board.cell(self.slot, me).store(k, SeqCst);
+        let k = self.enter(board, me);
         if std::env::var_os("HWBARR_SKIP_BARRIER").is_none() {
             self.comm.barrier();
         }
@@ -114,6 +112,13 @@ impl Tested {
                 std::process::exit(1);
             }
         }
+    }
+
+    /// Counts the next barrier as entered on the board; returns its number.
+    fn enter(&mut self, board: &Board, me: usize) -> u64 {
+        self.count += 1;
+        board.cell(self.slot, me).store(self.count, SeqCst);
+        self.count
     }
 
     fn other_collectives(&self, iter: u64) {

@@ -28,8 +28,7 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
         let mut reqs = Vec::new();
         for t in ts.iter_mut() {
             rng.delay();
-            t.count += 1;
-            board.cell(t.slot, me).store(t.count, SeqCst);
+            t.enter(&board, me);
             reqs.push(Raw::ibarrier(&t.comm));
         }
         match rng.next() % 4 {
@@ -69,17 +68,14 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
         // Ibarrier then blocking barrier on one communicator, then two
         // ibarriers outstanding on it.
         let t = &mut ts[(i % 3) as usize];
-        t.count += 1;
-        board.cell(t.slot, me).store(t.count, SeqCst);
+        t.enter(&board, me);
         let mut r = Raw::ibarrier(&t.comm);
         rng.delay();
         t.checked_barrier(&board, me);
         r.wait();
-        t.count += 1;
-        board.cell(t.slot, me).store(t.count, SeqCst);
+        t.enter(&board, me);
         let mut two = vec![Raw::ibarrier(&t.comm)];
-        t.count += 1;
-        board.cell(t.slot, me).store(t.count, SeqCst);
+        t.enter(&board, me);
         two.push(Raw::ibarrier(&t.comm));
         rng.delay();
         wait_all(&mut two);

@@ -16,8 +16,7 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
     let mut p = Raw::persistent(&t.comm);
     for i in 0..iters {
         rng.delay();
-        t.count += 1;
-        board.cell(t.slot, me).store(t.count, SeqCst);
+        t.enter(&board, me);
         p.start();
         if i % 2 == 0 {
             p.wait();

@@ -38,9 +38,7 @@ impl Soaked {
 
     /// Counts the next barrier as entered on the board.
     fn enter(&mut self, board: &Board, me: usize) -> u64 {
-        self.t.count += 1;
-        board.cell(self.t.slot, me).store(self.t.count, SeqCst);
-        self.t.count
+        self.t.enter(board, me)
     }
 }
 
