@@ -1,5 +1,5 @@
 //! The harness shared by the integration tests (tests/*.rs): real
-//! `mpirun` jobs running examples/barrier_check.rs (rsmpi) with the hwbarr
+//! `mpirun` jobs running examples/barrier_check/ (rsmpi) with the hwbarr
 //! component just built, loaded by an unmodified Open MPI from a private
 //! component directory.
 //!
@@ -210,10 +210,23 @@ pub fn launch_rte_cmd(
     args: &[&str],
     secs: u32,
 ) -> Command {
+    let np = np.to_string();
+    let mut job_wide = vec!["-np", np.as_str()];
+    job_wide.extend_from_slice(launch);
+    let mut c = mpirun_prefix(&job_wide, rte, mca, secs);
+    c.arg(target_dir().join("examples/barrier_check"));
+    c.args(args);
+    set_env(&mut c, env);
+    c
+}
+
+/// `timeout <secs> mpirun` with the options of the whole job: more ranks
+/// than cores, `launch`, the launcher's parameters `rte`, the component
+/// path under test (unless `mca` names one) and the MPI parameters `mca`.
+fn mpirun_prefix(launch: &[&str], rte: &[(&str, &str)], mca: &[(&str, &str)], secs: u32) -> Command {
     let mut c = Command::new("timeout");
     c.args(["-k", "5", &secs.to_string(), "mpirun"]);
     c.args(rte::oversubscribe());
-    c.args(["-np", &np.to_string()]);
     c.args(launch);
     for (k, v) in rte {
         c.args([rte::param_flag(), k, v]);
@@ -225,13 +238,16 @@ pub fn launch_rte_cmd(
     for (k, v) in mca {
         c.args(["--mca", k, v]);
     }
-    c.arg(target_dir().join("examples/barrier_check"));
-    c.args(args);
+    c
+}
+
+/// The environment of mpirun (and so of the ranks): running as root
+/// allowed, and `env`.
+fn set_env(c: &mut Command, env: &[(&str, &str)]) {
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     for (k, v) in env {
         c.env(k, v);
     }
-    c
 }
 
 pub fn mpirun(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
@@ -254,14 +270,7 @@ pub fn board() -> PathBuf {
 }
 
 pub fn semantics(np: usize, alg: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
-    let b = board();
-    let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
-    env.extend_from_slice(extra_env);
-    let it = iters.to_string();
-    let job =
-        mpirun(np, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &env, &["semantics", &it], 300);
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    job
+    board_job_env(np, alg, "semantics", iters, extra_env)
 }
 
 pub fn shm_names() -> Vec<String> {
@@ -288,15 +297,16 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub fn board_job(np: usize, alg: &str, mode: &str, iters: u32) -> Job {
+    board_job_env(np, alg, mode, iters, &[])
+}
+
+/// `mode` with `alg` at verbosity 2 on a fresh board, with `extra_env`.
+fn board_job_env(np: usize, alg: &str, mode: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
     let b = board();
+    let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
+    env.extend_from_slice(extra_env);
     let it = iters.to_string();
-    let job = mpirun(
-        np,
-        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")],
-        &[("HWBARR_BOARD", b.to_str().unwrap())],
-        &[mode, &it],
-        300,
-    );
+    let job = mpirun(np, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &env, &[mode, &it], 300);
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
     job
 }
@@ -412,20 +422,19 @@ pub fn fault_job(np: usize, alg: &str, fault: &str, ranks: &str, first: &str, it
     let launch = fault_launch(fault, ranks, first);
     let launch: Vec<&str> = launch.iter().map(String::as_str).collect();
     let it = iters.to_string();
-    let _g = lock();
-    let t = std::time::Instant::now();
-    let out = launch_cmd(
-        np,
-        &launch,
-        &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "1"), (rte::single_copy_param(), "none")],
-        &[("HWBARR_BOARD", b.to_str().unwrap())],
-        &["first", &it],
+    let job = run(
+        launch_cmd(
+            np,
+            &launch,
+            &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "1"), (rte::single_copy_param(), "none")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["first", &it],
+            secs,
+        ),
         secs,
-    )
-    .output()
-    .expect("run mpirun");
+    );
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    Job { out, timed_out: t.elapsed().as_secs() >= secs as u64 }
+    job
 }
 
 /// Lines of hwbarr's fallback message.
@@ -453,17 +462,7 @@ pub fn mpmd(
     args: &[&str],
     secs: u32,
 ) -> Job {
-    let mut c = Command::new("timeout");
-    c.args(["-k", "5", &secs.to_string(), "mpirun"]);
-    c.args(rte::oversubscribe());
-    c.args(launch);
-    for (k, v) in rte {
-        c.args([rte::param_flag(), k, v]);
-    }
-    c.args(["--mca", "mca_base_component_path", component_path()]);
-    for (k, v) in mca {
-        c.args(["--mca", k, v]);
-    }
+    let mut c = mpirun_prefix(launch, rte, mca, secs);
     for (i, (np, vars)) in contexts.iter().enumerate() {
         if i > 0 {
             c.arg(":");
@@ -479,10 +478,7 @@ pub fn mpmd(
         c.arg(target_dir().join("examples/barrier_check"));
         c.args(args);
     }
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
+    set_env(&mut c, env);
     run(c, secs)
 }
 
@@ -636,109 +632,6 @@ pub fn death_job(np: usize, how: &str, wait: &str, mca: &[(&str, &str)], hosts: 
 }
 
 pub const WAITS: [&str; 3] = ["barrier", "ibarrier", "persistent"];
-
-/// The component built with the `fault-injection` feature (once, by cargo,
-/// into `<target>/fault`), on a component path of its own.
-pub fn fault_component_path() -> &'static str {
-    static PATH: OnceLock<String> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let root = target_dir().parent().unwrap().join("fault");
-        let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--release", "--lib", "--features", "fault-injection"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("CARGO_TARGET_DIR", &root)
-            .status()
-            .expect("run cargo");
-        assert!(st.success(), "cargo build --features fault-injection");
-        let dir = root.join("components");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(root.join("release/libmca_coll_hwbarr.so"), dir.join("mca_coll_hwbarr.so")).unwrap();
-        format!("{}:{}", dir.display(), pkglib())
-    })
-}
-
-/// A `p2pfault` job: `spec` is HWBARR_FAULT_P2P, `kind` the barrier kind,
-/// on one node (`hosts` None, `np` ranks) or on fake nodes.
-pub fn p2p_job(np: usize, hosts: Option<&str>, spec: &str, kind: &str, on_error: &str, iters: u32) -> Job {
-    p2p_job_with(np, hosts, spec, kind, on_error, iters, None)
-}
-
-/// As `p2p_job`, on one node with the device fault `device` (as in
-/// `fault_launch`) injected on every rank too.
-pub fn p2p_job_with(
-    np: usize,
-    hosts: Option<&str>,
-    spec: &str,
-    kind: &str,
-    on_error: &str,
-    iters: u32,
-    device: Option<&str>,
-) -> Job {
-    let it = iters.to_string();
-    let world_er = if ompi_major() < 5 { "1" } else { "" };
-    let mut env: Vec<(&str, &str)> =
-        vec![("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind), ("HWBARR_ON_ERROR", on_error)];
-    if !world_er.is_empty() {
-        env.push(("HWBARR_WORLD_ERRORS_RETURN", world_er));
-    }
-    if let Some(d) = device {
-        env.push(("HWBARR_FAULT", d));
-    }
-    let args = ["p2pfault", it.as_str()];
-    match hosts {
-        None => {
-            let preload = format!("LD_PRELOAD={}", fault_preload().display());
-            let mut launch = vec![];
-            if device.is_some() {
-                launch.extend(["-x", preload.as_str()]);
-            }
-            for (k, _) in &env {
-                launch.extend(["-x", *k]);
-            }
-            run(launch_cmd(np, &launch, &[("coll_hwbarr_verbose", "1")], &env, &args, 60), 60)
-        }
-        Some(h) => {
-            let list = env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";");
-            fake_nodes_env_list(h, &list, &[("coll_hwbarr_verbose", "1")], &args)
-        }
-    }
-}
-
-/// Every rank got an MPI error at barrier `at` (and says which class),
-/// its later barriers on that communicator fail too, and the job ended
-/// cleanly (every rank finalized).
-pub fn assert_error_everywhere(job: &Job, np: usize, at: u32, what: &str) {
-    assert_error_reaches_all(job, np, None, at, what)
-}
-
-/// As `assert_error_everywhere`, when only `failing` (if given) had an
-/// operation fail, at barrier `at`: it gets its error there, and each
-/// other rank there or, if that barrier had already released it, at its
-/// next one.
-pub fn assert_error_reaches_all(job: &Job, np: usize, failing: Option<usize>, at: u32, what: &str) {
-    assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
-    let out = job.stdout();
-    for r in 0..np {
-        let want = format!("rank {r}: p2pfault ");
-        let line = out.lines().find(|l| l.starts_with(&want) && l.contains("error at barrier"));
-        let line = line.unwrap_or_else(|| panic!("{what}: rank {r} got no error\n{}", job.dump()));
-        let ok = |b: u32| line.contains(&format!("error at barrier {b}: class "));
-        let fine = match failing {
-            Some(f) if f != r => ok(at) || ok(at + 1),
-            _ => ok(at),
-        };
-        assert!(fine, "{what}: {line}\n{}", job.dump());
-        assert!(
-            out.contains(&format!("rank {r}: p2pfault: later barrier on the dup returns an error")),
-            "{what}\n{}",
-            job.dump()
-        );
-        assert!(out.contains(&format!("rank {r}: p2pfault done")), "{what}\n{}", job.dump());
-    }
-    assert!(job.stderr().contains("fault injection: point-to-point operation"), "{what}\n{}", job.dump());
-}
-
-pub const KINDS: [&str; 3] = ["blocking", "nonblocking", "persistent"];
 
 /// One `lifecycle` job: `case` (free-then-wait, request-free, finalize)
 /// with `first` the dup's first operation, the device working or refused

@@ -1,0 +1,34 @@
+//! `persistent <iters>`: MPI(X)_Barrier_init + MPI_Start/MPI_Wait (or Test
+//! loops) with random delays, checked on the board; inactive and freed
+//! requests.
+
+use crate::*;
+
+pub fn run(world: &SimpleCommunicator, iters: u64) {
+    let board = Board::open();
+    let me = world.rank() as usize;
+    let mut rng = Rng(0x1234_5678 ^ ((me as u64 + 3) * 0x9E37_79B9));
+    let mut t = Tested::new(world.duplicate(), 0, me);
+    // Inactive requests: waiting returns at once; freeing without a start.
+    let mut idle = Raw::persistent(&t.comm);
+    idle.wait();
+    idle.free();
+    let mut p = Raw::persistent(&t.comm);
+    for i in 0..iters {
+        rng.delay();
+        t.enter(&board, me);
+        p.start();
+        if i % 2 == 0 {
+            p.wait();
+        } else {
+            while !p.test() {}
+        }
+        check_after(&t, &board, me, t.count);
+        if i % 100 == 0 {
+            p.wait(); // inactive again: returns at once
+            t.checked_barrier(&board, me); // blocking barrier between starts
+        }
+    }
+    p.free();
+    println!("rank {me}: persistent OK ({} starts)", iters);
+}

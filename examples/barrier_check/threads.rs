@@ -1,0 +1,58 @@
+//! `threads <rounds>`: MPI_THREAD_MULTIPLE, threads each creating and
+//! freeing communicators of their own.
+
+use crate::*;
+
+/// MPI_THREAD_MULTIPLE: `$HWBARR_THREADS` threads per rank (default 4),
+/// each creating, using and freeing communicators of its own (dups of a
+/// per-thread parent, so that every rank's thread k meets thread k), with
+/// blocking and non-blocking barriers. With the device refused, every new
+/// communicator's fallback message is printed while other threads print
+/// theirs.
+pub fn run(world: &SimpleCommunicator, rounds: u64) {
+    use mpi::ffi::*;
+    use mpi::raw::AsRaw;
+    /// A communicator handle moved into its thread (MPI_THREAD_MULTIPLE).
+    struct Handle(MPI_Comm);
+    // SAFETY: MPI handles may be used from any thread under
+    // MPI_THREAD_MULTIPLE; each is used by one thread only.
+    unsafe impl Send for Handle {}
+    let me = world.rank();
+    let n: usize = std::env::var("HWBARR_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let parents: Vec<Handle> = (0..n)
+        .map(|_| {
+            let mut c = world.as_raw();
+            // SAFETY: a live communicator; `c` is an out-parameter.
+            assert_eq!(unsafe { MPI_Comm_dup(world.as_raw(), &mut c) }, 0);
+            Handle(c)
+        })
+        .collect();
+    let joins: Vec<_> = parents
+        .into_iter()
+        .enumerate()
+        .map(|(k, parent)| {
+            std::thread::spawn(move || {
+                let mut parent = parent;
+                let mut rng = Rng(0x7EAD_0001 ^ (((me as u64 + 1) * 131 + k as u64) * 0x9E37_79B9));
+                // SAFETY: raw MPI calls on this thread's own communicators.
+                unsafe {
+                    for _ in 0..rounds {
+                        let mut d = parent.0;
+                        assert_eq!(MPI_Comm_dup(parent.0, &mut d), 0);
+                        rng.delay();
+                        assert_eq!(MPI_Barrier(d), 0);
+                        let mut r = RSMPI_REQUEST_NULL;
+                        assert_eq!(MPI_Ibarrier(d, &mut r), 0);
+                        assert_eq!(MPI_Wait(&mut r, RSMPI_STATUS_IGNORE), 0);
+                        assert_eq!(MPI_Comm_free(&mut d), 0);
+                    }
+                    assert_eq!(MPI_Comm_free(&mut parent.0), 0);
+                }
+            })
+        })
+        .collect();
+    for j in joins {
+        j.join().expect("a thread failed");
+    }
+    println!("rank {me}: threads OK ({n} threads, {rounds} rounds)");
+}
