@@ -5,7 +5,7 @@
 //! (HWBARR_FAULT_P2P: `n` fails every rank's n-th operation, `r:n,...`
 //! rank r's n-th; and whether the device is refused too), the barrier kinds
 //! the job is run with (one job each), how many barriers, and the outcome.
-//! The unit tests (src/failure_tests.rs) make every operation fail in turn,
+//! The unit tests (src/exchange/failure_tests.rs) make every operation fail in turn,
 //! in memory.
 
 mod common;
