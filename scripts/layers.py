@@ -75,14 +75,7 @@ def sources():
 
 
 def graph():
-    files = {}
-    for d, _, names in os.walk(ROOT):
-        for n in names:
-            if n.endswith(".rs"):
-                rel = os.path.relpath(os.path.join(d, n), ROOT)
-                node = node_of_file(rel)
-                if node:
-                    files.setdefault(node, []).append(os.path.join(d, n))
+    files = sources()
     known = set(files) | {n.split("::")[0] for n in files}
     edges = {n: set() for n in files}
     for node, paths in files.items():

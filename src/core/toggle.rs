@@ -254,29 +254,35 @@ mod tests {
     #[test]
     fn threads_never_leave_early() {
         for n in [2, 3, 5, 70] {
-            let (s, banks, input) = alloc(n);
-            let shared = Arc::new((s, banks, input, AtomicUsize::new(0)));
-            let rounds = if n > 8 { 300 } else { 3000 };
-            let hs: Vec<_> = (0..n)
-                .map(|r| {
-                    let sh = shared.clone();
-                    std::thread::spawn(move || {
-                        let (s, banks, input, entered) = &*sh;
-                        let w = Wires { banks, input };
-                        for k in 1..=rounds {
-                            entered.fetch_add(1, Ordering::SeqCst);
-                            let (t, _) = arrive(s, &w, r);
-                            while !is_released(&w, t) {
-                                std::thread::yield_now();
-                            }
-                            assert!(entered.load(Ordering::SeqCst) >= k * n, "left early");
+            threads_through(Shape::new(n), if n > 8 { 300 } else { 3000 });
+        }
+    }
+
+    /// Threads as the ranks of `shape`, `rounds` barriers: none leaves
+    /// barrier k before all entered it.
+    fn threads_through(shape: Shape, rounds: usize) {
+        let n = shape.ranks();
+        let (s, banks, input) = alloc_shape(shape);
+        let shared = Arc::new((s, banks, input, AtomicUsize::new(0)));
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let sh = shared.clone();
+                std::thread::spawn(move || {
+                    let (s, banks, input, entered) = &*sh;
+                    let w = Wires { banks, input };
+                    for k in 1..=rounds {
+                        entered.fetch_add(1, Ordering::SeqCst);
+                        let (t, _) = arrive(s, &w, r);
+                        while !is_released(&w, t) {
+                            std::thread::yield_now();
                         }
-                    })
+                        assert!(entered.load(Ordering::SeqCst) >= k * n, "left early");
+                    }
                 })
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
         }
     }
 
@@ -334,28 +340,7 @@ mod tests {
             }
         }
         for (n, domains, per) in [(6, 3, 1), (12, 4, 2)] {
-            let (s, banks, input) = alloc_shape(Shape::grouped(&dealt(n, domains, per)));
-            let shared = Arc::new((s, banks, input, AtomicUsize::new(0)));
-            let hs: Vec<_> = (0..n)
-                .map(|r| {
-                    let sh = shared.clone();
-                    std::thread::spawn(move || {
-                        let (s, banks, input, entered) = &*sh;
-                        let w = Wires { banks, input };
-                        for k in 1..=500 {
-                            entered.fetch_add(1, Ordering::SeqCst);
-                            let (t, _) = arrive(s, &w, r);
-                            while !is_released(&w, t) {
-                                std::thread::yield_now();
-                            }
-                            assert!(entered.load(Ordering::SeqCst) >= k * n, "left early");
-                        }
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
+            threads_through(Shape::grouped(&dealt(n, domains, per)), 500);
         }
     }
 }
