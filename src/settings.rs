@@ -113,7 +113,11 @@ impl Setting for Option<Idle> {
             help: "sleep when ranks outnumber cores, yield when mpi_yield_when_idle is set, spin otherwise",
             value: None,
         },
-        Choice { name: c"spin", help: "keep the core", value: Some(Idle::Spin) },
+        Choice {
+            name: c"spin",
+            help: "keep the core; after about 135 us without release, sleep as sleep does",
+            value: Some(Idle::Spin),
+        },
         Choice { name: c"yield", help: "sched_yield", value: Some(Idle::Yield) },
         Choice {
             name: c"sleep",
