@@ -61,8 +61,9 @@ OSU_DIR = os.environ.get("OSU_DIR")
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
 SEED = int(os.environ.get("SEED", str(int(time.time()) % 100000)))
-SECTIONS = os.environ.get("SECTIONS", "barrier,threads,ibarrier,fakenodes,init").split(",")
+SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,ibarrier,fakenodes,init").split(",")
 THREADS_LAUNCHES = int(os.environ.get("THREADS_LAUNCHES", "9"))
+LOAD_LAUNCHES = int(os.environ.get("LOAD_LAUNCHES", "3"))
 INIT_LAUNCHES = int(os.environ.get("INIT_LAUNCHES", "15"))
 NCPUS = os.cpu_count() or 1
 ITERS = {2: 20000, 4: 5000, 8: 2000}
@@ -137,10 +138,10 @@ def run(cmd, timeout, env):
     return out
 
 
-def mpirun(np, args, prog, with_hwbarr=True, timeout=300, env=None):
+def mpirun(np, args, prog, with_hwbarr=True, timeout=300, env=None, wrap=()):
     # Ours first: it shadows an hwbarr installed into Open MPI's own directory.
     path = (COMPONENT_DIR + ":" if with_hwbarr else "") + PKGLIB
-    cmd = ["mpirun"] + OVERSUB + ["--bind-to", "none", "-np", str(np),
+    cmd = list(wrap) + ["mpirun"] + OVERSUB + ["--bind-to", "none", "-np", str(np),
            "--mca", "mca_base_component_path", path] + args + prog
     return run(cmd, timeout, env or ENV)
 
@@ -220,6 +221,7 @@ def check_mpich():
 
 
 HANDOFF = []  # µs of one sched_yield hand-off, one per floor run
+OSU_PROG = None  # bench/barrier_osu.c built for this Open MPI (barrier_section, load_section)
 FIELDS = ["avg_us", "min_us", "max_us", "sample_avg_us", "skew_med_us", "skew_p99_us", "skew_max_us"]
 
 
@@ -695,6 +697,28 @@ def barrier_section():
     print(f"results: {os.path.relpath(OUT, ROOT)}/barrier.csv, persistent.csv")
 
 
+def load_section():
+    """2 ranks that share one core (`taskset -c 0`: all that another job,
+    a daemon or a pinning launcher leaves them) while each believes it has
+    a core of its own (2 ranks, 2 cores: the spinning policy). hwbarr
+    (auto) and tuned, interleaved launches, µs per barrier."""
+    global OSU_PROG
+    if OSU_PROG is None:
+        OSU_PROG = build_prog("mpicc", os.path.join(ROOT, "build", "barrier_osu", "ompi-" + OMPI_LABEL))
+    res = {}
+    for i in range(LOAD_LAUNCHES):
+        for c in ("hwbarr:auto", "tuned"):
+            _, args = dict(CONFIGS)[c]
+            r = parse_osu(mpirun(2, args, [OSU_PROG, "2000", "200", "100"], timeout=120, wrap=("taskset", "-c", "0")))
+            res.setdefault(c, []).append(r["avg_us"])
+            print(f"\r  load launch {i + 1}/{LOAD_LAUNCHES} {c:<12} {r['avg_us']:10.1f} us   ", end="", flush=True)
+    print(f"\n\n2 ranks confined to one core, each believing it has its own, {LOAD_LAUNCHES} launches "
+          f"(µs per barrier; a scheduler slice is a few ms):")
+    for c, v in res.items():
+        print(f"  {c:<12} median {st.median(v):10.1f}  [{min(v):.1f}–{max(v):.1f}]")
+    print(f"  hwbarr:auto/tuned (medians): {st.median(res['hwbarr:auto']) / st.median(res['tuned']):.3f}")
+
+
 def threads_section():
     """MPI_THREAD_MULTIPLE, 2 ranks, 4 threads each on its own dup of
     MPI_COMM_WORLD (examples/threads_bench): hwbarr's median per barrier
@@ -746,6 +770,8 @@ def main():
         barrier_section()
     if "threads" in SECTIONS:
         threads_section()
+    if "load" in SECTIONS:
+        load_section()
     if "ibarrier" in SECTIONS:
         ibarrier_bench()
     if "fakenodes" in SECTIONS:
