@@ -44,6 +44,8 @@ pub enum Core {
     Toggle,
     /// The Blue Gene DMA-counter barrier.
     Counter,
+    /// The toggle wires on one line, read by every rank.
+    Line,
 }
 
 impl Core {
@@ -52,6 +54,7 @@ impl Core {
         match a {
             Algorithm::Toggle => Some(Core::Toggle),
             Algorithm::Counter => Some(Core::Counter),
+            Algorithm::Line => Some(Core::Line),
             Algorithm::Linear | Algorithm::Auto => None,
         }
     }
@@ -60,6 +63,7 @@ impl Core {
         match self {
             Core::Toggle => Algorithm::Toggle,
             Core::Counter => Algorithm::Counter,
+            Core::Line => Algorithm::Line,
         }
     }
 }
@@ -329,7 +333,7 @@ impl<P: P2p> Comm<P> {
                     };
                     let tree = match core {
                         Core::Toggle => format!(", toggle banks per level {}", seg.shape().describe()),
-                        Core::Counter => String::new(),
+                        Core::Counter | Core::Line => String::new(),
                     };
                     report::verbose(1, &format!(
                         "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \

@@ -77,6 +77,9 @@ pub enum Algorithm {
     Counter,
     /// coll/basic's linear barrier over the point-to-point engine.
     Linear,
+    /// The toggle-wire barrier with every wire on one cache line and the
+    /// FSM in every rank (`core::line`).
+    Line,
 }
 
 impl Setting for Algorithm {
@@ -87,6 +90,11 @@ impl Setting for Algorithm {
         Choice { name: c"toggle", help: "TUC toggle-wire barrier on shared memory", value: Algorithm::Toggle },
         Choice { name: c"counter", help: "Blue Gene DMA-counter barrier on shared memory", value: Algorithm::Counter },
         Choice { name: c"linear", help: "coll/basic's linear barrier over point-to-point", value: Algorithm::Linear },
+        Choice {
+            name: c"line",
+            help: "toggle wires on one shared cache line that every rank reads (no central FSM)",
+            value: Algorithm::Line,
+        },
     ];
 }
 
@@ -190,7 +198,7 @@ mod tests {
         roundtrip::<Option<Idle>>();
         roundtrip::<Option<InterAlgorithm>>();
         assert_eq!(Algorithm::parse(" Counter "), Ok(Algorithm::Counter));
-        assert_eq!(Algorithm::valid(), "auto, toggle, counter, linear");
+        assert_eq!(Algorithm::valid(), "auto, toggle, counter, linear, line");
         assert_eq!(Algorithm::Toggle.to_string(), "toggle");
     }
 }

@@ -2,9 +2,9 @@
 //! the cores are model-checked (`RUSTFLAGS="--cfg loom"`).
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, Ordering};
+pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, Ordering};
+pub use std::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Lets a spinning waiter give way; under loom this is what lets the model
 /// checker schedule the other threads.
@@ -14,6 +14,18 @@ pub fn relax() {
     loom::thread::yield_now();
     #[cfg(not(loom))]
     std::hint::spin_loop();
+}
+
+/// Between two SeqCst loads whose order a protocol relies on against a
+/// SeqCst fence elsewhere (`shm::sleep::line_wake`). C++20, and so Rust,
+/// orders SeqCst loads with SeqCst fences, at no cost on x86 (plain loads);
+/// loom models SeqCst loads as acquire only (its README, "Unsupported
+/// features") but supports SeqCst fences, so under loom this is the fence
+/// that gives the same guarantee, and the model checks the protocol.
+#[inline]
+pub fn seq_cst_loads() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
 }
 
 /// One value alone on its cache line(s), so that ranks spinning on their own

@@ -1,12 +1,13 @@
 //! The route of a one-node communicator: its ranks meet on the node's
-//! shared-memory device (`shm::segment`), with the toggle-wire or the
-//! DMA-counter core (`core`). A node's local phases across nodes (`hier`)
-//! use the same entry and release.
+//! shared-memory device (`shm::segment`), with one of its cores (`core`):
+//! the toggle-wire barrier, the DMA-counter barrier, or the toggle wires on
+//! one line. A node's local phases across nodes (`hier`) use the same entry
+//! and release.
 
 use std::ffi::c_int;
 
 use crate::comm::{Comm, Core};
-use crate::core::{counter, toggle};
+use crate::core::{counter, line, toggle};
 use crate::exchange::device::DeviceExchange;
 use crate::exchange::lookout::Lookout;
 use crate::p2p::{P2p, ERROR};
@@ -23,6 +24,7 @@ const FUTEX: Kernel = Kernel { timeout: wait::SLEEP_SLICE };
 pub enum Ticket {
     Toggle(toggle::Target),
     Counter,
+    Line(line::Count),
 }
 
 /// One node, first barrier: starts the device exchange among every rank.
@@ -39,7 +41,8 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
 
 /// Enters a barrier on the device, waking the sleepers our arrival
 /// released (`shm::sleep`: no lost wake-up, and no system call when
-/// nobody sleeps).
+/// nobody sleeps; on the line, whoever sees the barrier complete wakes
+/// them, in `released`).
 pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
     let seg = c.segment().expect("device set up");
     let t = c.layout().expect("layout known before the device");
@@ -58,6 +61,7 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
             }
             Ticket::Toggle(target)
         }
+        Core::Line => Ticket::Line(line::arrive(seg.line_wires(), me)),
     }
 }
 
@@ -69,6 +73,16 @@ pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     let done = match t {
         Ticket::Counter => counter::is_released(seg.counters(), c.layout().expect("layout").me),
         Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
+        Ticket::Line(count) => {
+            let wires = seg.line_wires();
+            let done = line::is_released(wires, count);
+            if done {
+                // No single rank releases a line barrier: each that sees
+                // it complete rings for the sleepers it finds.
+                sleep::line_wake(&FUTEX, wires, seg.doorbell());
+            }
+            done
+        }
     };
     if !done && seg.failed() {
         c.fail(ERROR);
@@ -85,6 +99,7 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
     let sleep = || match t {
         Ticket::Counter => sleep::counter_sleep(&FUTEX, &seg.counters()[me], &seg.asleep()[me]),
         Ticket::Toggle(target) => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
+        Ticket::Line(count) => sleep::line_sleep(&FUTEX, seg.line_wires(), me, count, seg.doorbell()),
     };
     let done = || released(c, t);
     match c.crowd() {

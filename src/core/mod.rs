@@ -5,4 +5,5 @@
 //! (spin, yield, sleep, turn MPI progress) and non-blocking barriers fit.
 
 pub mod counter;
+pub mod line;
 pub mod toggle;

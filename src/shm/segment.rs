@@ -1,5 +1,6 @@
 //! The node-local barrier device: one shared-memory segment per
-//! communicator holding the toggle wires and the DMA counters.
+//! communicator holding the toggle wires, the DMA counters and the line
+//! barrier's wires.
 //!
 //! The segment is an anonymous memfd, never a name in /dev/shm: the creator
 //! hands `(pid, fd)` to its peers, which open it through `/proc/<pid>/fd/<fd>`
@@ -16,7 +17,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 use crate::core::toggle::{Shape, Wires};
-use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Line};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"HWBARR01");
 
@@ -47,6 +48,8 @@ pub struct Layout {
     counters_at: usize,
     asleep_at: usize,
     places_at: usize,
+    line_at: usize,
+    doorbell: usize,
     pub len: usize,
 }
 
@@ -61,7 +64,9 @@ impl Layout {
         let banks_at = sleepers + line;
         let counters_at = banks_at + banks * line;
         let asleep_at = counters_at + ranks * line;
-        let places_at = asleep_at + ranks * line;
+        let doorbell = asleep_at + ranks * line;
+        let line_at = doorbell + line;
+        let places_at = line_at + ranks.div_ceil(line) * line;
         let end = places_at + ranks * std::mem::size_of::<u64>();
         let page = 4096;
         Layout {
@@ -73,6 +78,8 @@ impl Layout {
             counters_at,
             asleep_at,
             places_at,
+            line_at,
+            doorbell,
             len: end.div_ceil(page) * page,
         }
     }
@@ -261,6 +268,21 @@ impl Segment {
         unsafe { self.slice::<AtomicU64>(l.places_at, l.ranks) }
     }
 
+    /// The line barrier's wires, one byte per rank, on as few lines as
+    /// hold them.
+    pub fn line_wires(&self) -> &[AtomicU8] {
+        let l = &self.layout;
+        // SAFETY: as in `wires`: inside the mapping, bytes need no
+        // alignment, zero-initialised.
+        unsafe { self.slice::<AtomicU8>(l.line_at, l.ranks) }
+    }
+
+    /// The word the line barrier's sleepers sleep on and wakers ring.
+    pub fn doorbell(&self) -> &AtomicU32 {
+        // SAFETY: as in `wires`: inside the mapping, aligned, zero-initialised.
+        unsafe { &self.slice::<Line<AtomicU32>>(self.layout.doorbell, 1)[0].0 }
+    }
+
     /// The DMA-counter barrier's counters, one per rank.
     pub fn counters(&self) -> &[Line<AtomicI32>] {
         let l = &self.layout;
@@ -291,6 +313,9 @@ mod tests {
         assert_eq!(l.asleep_at % 128, 0);
         assert_eq!(l.banks_at % 128, 0);
         assert_eq!(l.counters_at % 128, 0);
+        assert_eq!((l.line_at % 128, l.doorbell % 128), (0, 0));
+        assert!(l.line_at + 8 <= l.places_at);
+        assert_eq!(Layout::new(200).places_at - Layout::new(200).line_at, 256);
         assert!(Layout::new(1000).len >= 128 * (2 * 1000 + 16 + 3));
     }
 

@@ -12,13 +12,18 @@
 //! sleep before the release is woken, because the futex checks the word
 //! and sleeps in one step as far as the wake is concerned.
 //!
+//! The line barrier has no single releaser: every rank that sees it
+//! complete looks for sleepers' marks on the wires it just read
+//! (`line_sleep`, `line_wake`).
+//!
 //! `tests/loom_sleep.rs` checks this with loom (all interleavings and
 //! weak-memory outcomes, a futex model that never times out), and that a
 //! version without the fences is caught.
 
+use crate::core::line::{self, Count, ASLEEP};
 use crate::core::toggle::{self, Target, Wires};
 use crate::shm::futex::Futex;
-use crate::sync::{fence, AtomicI32, AtomicU32, Ordering::SeqCst};
+use crate::sync::{self, fence, AtomicI32, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
 
 /// Counter barrier, waiter: sleeps on our `counter` while it is above 0
 /// (not released), announced in our `asleep` flag.
@@ -58,5 +63,37 @@ pub fn toggle_wake(f: &impl Futex, w: &Wires, sleepers: &AtomicU32) {
     fence(SeqCst);
     if sleepers.load(SeqCst) != 0 {
         f.wake_all(w.input);
+    }
+}
+
+/// Line barrier, waiter of `count` as rank `me`: marks its wire `ASLEEP`,
+/// fences, and sleeps on the `doorbell` unless the barrier is released.
+///
+/// No lost wake-up: a rank that sees the barrier complete reads the wires
+/// again (`line_wake`). If our last look missed some rank's arrival, that
+/// look is ordered before every look that sees it (C++20 coherence and the
+/// SeqCst order): so a rank that sees the barrier complete and then reads
+/// our wire again sees our mark, and rings. The doorbell is read before the
+/// mark, so a ring between our look and our sleep changes it and the futex
+/// does not sleep; a ring before we read it came from a rank that had seen
+/// every arrival, so our look sees them too.
+pub fn line_sleep(f: &impl Futex, wires: &[AtomicU8], me: usize, count: Count, doorbell: &AtomicU32) {
+    let rung = doorbell.load(SeqCst);
+    wires[me].store(count.0 | ASLEEP, Relaxed);
+    fence(SeqCst);
+    if !line::is_released(wires, count) {
+        f.wait(doorbell, rung);
+    }
+    wires[me].store(count.0, Relaxed);
+}
+
+/// Line barrier, any rank that just saw the barrier complete
+/// (`line::is_released` true): rings the doorbell if some rank sleeps.
+/// Costs one more read of a line already here when nobody sleeps.
+pub fn line_wake(f: &impl Futex, wires: &[AtomicU8], doorbell: &AtomicU32) {
+    sync::seq_cst_loads();
+    if line::sleepers(wires) {
+        doorbell.fetch_add(1, SeqCst);
+        f.wake_all(doorbell);
     }
 }
