@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering as StdOrdering};
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
-use mca_coll_hwbarr::core::{counter, toggle};
-use mca_coll_hwbarr::sync::{relax, AtomicI32, AtomicU32, AtomicU64, Line};
+use mca_coll_hwbarr::core::{counter, line, toggle};
+use mca_coll_hwbarr::sync::{relax, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
 
 /// Per-rank count of barriers entered, checked by every leaving rank.
 struct Entered(Vec<AtomicUsize>, std::sync::Arc<AtomicBool>);
@@ -132,4 +132,31 @@ fn counter_2_ranks_3_barriers() {
 #[test]
 fn counter_with_an_exit_rule_one_packet_short_is_caught() {
     assert!(counter_model(2, 2, |cells, r| cells[r].load(SeqCst) <= 1));
+}
+
+fn line_model(n: usize, rounds: usize, released: fn(&[AtomicU8], line::Count) -> bool) -> bool {
+    model(move |violated| {
+        let wires: Arc<Vec<AtomicU8>> = Arc::new((0..n).map(|_| AtomicU8::new(0)).collect());
+        let entered = Arc::new(Entered::new(n, violated));
+        run_ranks(n, rounds, move |r, k| {
+            entered.enter(r);
+            let c = line::arrive(&wires, r);
+            while !released(&wires, c) {
+                relax();
+            }
+            entered.check_all_entered(k);
+        });
+    })
+}
+
+#[test]
+fn line_2_ranks_3_barriers() {
+    assert!(!line_model(2, 3, line::is_released), "a rank left a barrier early");
+}
+
+/// A scan one wire short lets rank 0 leave before rank 1 entered; loom
+/// must find that execution.
+#[test]
+fn line_with_a_scan_one_wire_short_is_caught() {
+    assert!(line_model(2, 2, |w, c| line::is_released(&w[..w.len() - 1], c)));
 }

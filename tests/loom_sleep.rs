@@ -14,10 +14,11 @@
 
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
+use mca_coll_hwbarr::core::line;
 use mca_coll_hwbarr::core::toggle::{self, Target, Wires};
 use mca_coll_hwbarr::shm::futex::{Futex, Word};
 use mca_coll_hwbarr::shm::sleep;
-use mca_coll_hwbarr::sync::{AtomicI32, AtomicU32, AtomicU64, Line, Ordering::*};
+use mca_coll_hwbarr::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line, Ordering::*};
 
 /// A futex: `wait` checks the word and sleeps in one step with respect to
 /// `wake_all`; no timeout and no spurious wake-up, so nothing hides a lost one.
@@ -134,6 +135,90 @@ fn a_protocol_without_fences_is_caught() {
         |c| {
             if c.asleep.load(Acquire) != 0 {
                 c.futex.wake_all(&c.cell);
+            }
+        },
+    );
+}
+
+struct LineWires {
+    futex: ModelFutex,
+    wires: Vec<AtomicU8>,
+    doorbell: AtomicU32,
+}
+
+/// The line barrier, 2 ranks, one barrier, rank 0 (and rank 1 if
+/// `both_sleep`) sleeping whenever its poll finds the barrier not released
+/// (as `barrier::device` does: every poll that sees it released calls
+/// `line_wake`). No single rank releases it, so both may sleep; whichever
+/// sees the barrier complete must wake the other. (The broken variants let
+/// only rank 0 sleep: loom cannot unwind a model whose threads all block.)
+fn line_model(both_sleep: bool, sleep: fn(&LineWires, usize, line::Count), wake: fn(&LineWires)) {
+    check(move || {
+        let l = Arc::new(LineWires {
+            futex: ModelFutex::default(),
+            wires: (0..2).map(|_| AtomicU8::new(0)).collect(),
+            doorbell: AtomicU32::new(0),
+        });
+        let l2 = l.clone();
+        let other = thread::spawn(move || {
+            line_rank(&l2, 1, if both_sleep { sleep } else { |_, _, _| thread::yield_now() }, wake)
+        });
+        line_rank(&l, 0, sleep, wake);
+        other.join().unwrap();
+    });
+}
+
+fn line_rank(l: &LineWires, me: usize, sleep: fn(&LineWires, usize, line::Count), wake: fn(&LineWires)) {
+    let c = line::arrive(&l.wires, me);
+    loop {
+        if line::is_released(&l.wires, c) {
+            wake(l);
+            break;
+        }
+        sleep(l, me, c);
+    }
+}
+
+#[test]
+fn line_sleepers_are_always_woken() {
+    line_model(
+        true,
+        |l, me, c| sleep::line_sleep(&l.futex, &l.wires, me, c, &l.doorbell),
+        |l| sleep::line_wake(&l.futex, &l.wires, &l.doorbell),
+    );
+}
+
+/// The sleeper's fence matters: without it a sleeper's mark and its last
+/// look may be reordered against the other rank's arrival and look.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn a_line_sleeper_without_its_fence_is_caught() {
+    line_model(
+        false,
+        |l, me, c| {
+            let rung = l.doorbell.load(SeqCst);
+            l.wires[me].store(c.0 | line::ASLEEP, Relaxed);
+            if !line::is_released(&l.wires, c) {
+                l.futex.wait(&l.doorbell, rung);
+            }
+            l.wires[me].store(c.0, Relaxed);
+        },
+        |l| sleep::line_wake(&l.futex, &l.wires, &l.doorbell),
+    );
+}
+
+/// And so does the waker's ordered second look (`sync::seq_cst_loads`,
+/// a fence under loom): without it the look for marks may miss one.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn a_line_waker_without_its_ordered_look_is_caught() {
+    line_model(
+        false,
+        |l, me, c| sleep::line_sleep(&l.futex, &l.wires, me, c, &l.doorbell),
+        |l| {
+            if l.wires.iter().any(|w| w.load(Acquire) & line::ASLEEP != 0) {
+                l.doorbell.fetch_add(1, SeqCst);
+                l.futex.wake_all(&l.doorbell);
             }
         },
     );

@@ -2,7 +2,7 @@
 //! consecutive barriers: a depth-first search over every interleaving of
 //! the ranks' atomic operations (sequential consistency), executing the
 //! real core code one operation at a time (`counter::charge`/`send`,
-//! `toggle::begin`/`step`) on real atomics, restoring memory between
+//! `toggle::begin`/`step`, `line::arrive`) on real atomics, restoring memory between
 //! branches, with visited states merged.
 //!
 //! Checked in every reachable state: safety (a rank leaves barrier k only
@@ -11,12 +11,16 @@
 //! a guard that is enabled once released, so there is no spinning to hide
 //! a livelock, and every run ends with all ranks done). Weak-memory
 //! outcomes for 2 ranks are covered by loom (`tests/loom_cores.rs`).
+//!
+//! The line barrier's `is_released` reads every wire; here it is one step.
+//! That hides nothing: while a rank waits in barrier k, a wire that reads
+//! arrived (k or k+1) keeps reading so until that rank leaves.
 #![cfg(not(loom))]
 
 use std::collections::HashSet;
 
-use mca_coll_hwbarr::core::{counter, toggle};
-use mca_coll_hwbarr::sync::{AtomicI32, AtomicU32, AtomicU64, Line, Ordering::SeqCst};
+use mca_coll_hwbarr::core::{counter, line, toggle};
+use mca_coll_hwbarr::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line, Ordering::SeqCst};
 
 /// Where a rank is in its program.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -28,8 +32,11 @@ enum Pc {
     Send(usize),
     ToggleBegin,
     Toggle(toggle::Arrival),
+    LineArrive,
     /// Waiting for release (toggle: for this target).
     Wait(Option<toggle::Target>),
+    /// Waiting for every line wire to reach this count.
+    LineWait(line::Count),
     Done,
 }
 
@@ -46,6 +53,9 @@ enum Algo {
     Counter,
     /// The counter with an exit rule one packet short: must be caught.
     BrokenCounter,
+    Line,
+    /// The line with a wire one barrier behind taken as arrived.
+    BrokenLine,
 }
 
 struct Machine {
@@ -56,6 +66,7 @@ struct Machine {
     cells: Vec<Line<AtomicI32>>,
     banks: Vec<Line<AtomicU64>>,
     input: AtomicU32,
+    line: Vec<AtomicU8>,
 }
 
 impl Machine {
@@ -68,6 +79,7 @@ impl Machine {
             cells: (0..n).map(|_| Line(AtomicI32::new(0))).collect(),
             banks: (0..shape.banks()).map(|_| Line(AtomicU64::new(0))).collect(),
             input: AtomicU32::new(0),
+            line: (0..n).map(|_| AtomicU8::new(0)).collect(),
             shape,
         }
     }
@@ -76,15 +88,18 @@ impl Machine {
         let mut v: Vec<i64> = self.cells.iter().map(|c| c.load(SeqCst) as i64).collect();
         v.extend(self.banks.iter().map(|b| b.load(SeqCst) as i64));
         v.push(self.input.load(SeqCst) as i64);
+        v.extend(self.line.iter().map(|w| w.load(SeqCst) as i64));
         v
     }
 
     fn load(&self, mem: &[i64]) {
         let (c, rest) = mem.split_at(self.n);
-        let (b, i) = rest.split_at(self.banks.len());
+        let (b, rest) = rest.split_at(self.banks.len());
+        let (i, l) = rest.split_at(1);
         self.cells.iter().zip(c).for_each(|(a, &v)| a.store(v as i32, SeqCst));
         self.banks.iter().zip(b).for_each(|(a, &v)| a.store(v as u64, SeqCst));
         self.input.store(i[0] as u32, SeqCst);
+        self.line.iter().zip(l).for_each(|(a, &v)| a.store(v as u8, SeqCst));
     }
 
     fn wires(&self) -> toggle::Wires<'_> {
@@ -96,6 +111,10 @@ impl Machine {
             (Algo::Toggle, Pc::Wait(Some(t))) => toggle::is_released(&self.wires(), t),
             (Algo::Counter, _) => counter::is_released(&self.cells, r),
             (Algo::BrokenCounter, _) => self.cells[r].load(SeqCst) <= 1,
+            (Algo::Line, Pc::LineWait(c)) => line::is_released(&self.line, c),
+            (Algo::BrokenLine, Pc::LineWait(c)) => {
+                line::is_released(&self.line, line::Count(c.0.wrapping_sub(1) & line::COUNT))
+            }
             _ => unreachable!(),
         }
     }
@@ -109,10 +128,10 @@ impl Machine {
             Pc::Done => return Ok(None),
             Pc::Enter => {
                 next.entered[r] += 1;
-                if self.algo == Algo::Toggle {
-                    Pc::ToggleBegin
-                } else {
-                    Pc::Charge
+                match self.algo {
+                    Algo::Toggle => Pc::ToggleBegin,
+                    Algo::Line | Algo::BrokenLine => Pc::LineArrive,
+                    Algo::Counter | Algo::BrokenCounter => Pc::Charge,
                 }
             }
             Pc::Charge => {
@@ -136,7 +155,8 @@ impl Machine {
                 Some((t, _)) => Pc::Wait(Some(t)),
                 None => Pc::Toggle(a),
             },
-            Pc::Wait(_) => {
+            Pc::LineArrive => Pc::LineWait(line::arrive(&self.line, r)),
+            Pc::Wait(_) | Pc::LineWait(_) => {
                 if !self.released(r, pc) {
                     return Ok(None);
                 }
@@ -218,9 +238,21 @@ fn counter_is_safe_live_and_bounded() {
     }
 }
 
-/// The search can fail: an exit rule one packet short is caught.
+#[test]
+fn line_is_safe_and_live() {
+    for (n, rounds) in [(2, 4), (3, 3), (4, 3), (5, 2)] {
+        let states = check(n, rounds, Algo::Line).unwrap_or_else(|e| panic!("n={n}: {e}"));
+        eprintln!("line n={n} rounds={rounds}: {states} states");
+        assert!(states > 10);
+    }
+}
+
+/// The search can fail: an exit rule one packet short is caught, and so
+/// is a line that takes a wire one barrier behind as arrived.
 #[test]
 fn broken_exit_rule_is_caught() {
     let e = check(3, 2, Algo::BrokenCounter).unwrap_err();
+    assert!(e.contains("before rank"), "{e}");
+    let e = check(3, 2, Algo::BrokenLine).unwrap_err();
     assert!(e.contains("before rank"), "{e}");
 }
