@@ -1,6 +1,7 @@
 //! The scheduler's floor for a barrier when ranks outnumber cores: n plain
-//! processes (no MPI) run hwbarr's counter core on shared memory and wait
-//! the cheapest way this kernel offers, one poll then sched_yield. Whatever
+//! processes (no MPI) run hwbarr's counter core and then its line core on
+//! shared memory, wait the cheapest way this kernel offers (one poll then
+//! sched_yield), and the faster of the two is the floor. Whatever
 //! a barrier component does inside MPI, it cannot beat this by much: each
 //! core must switch between its ranks at least once per barrier. With no
 //! more ranks than cores the waiters spin instead (the floor is then the
@@ -9,13 +10,14 @@
 //! token by sched_yield), the unit cost behind it.
 //!
 //! Prints, like barrier_bench: `ranks=<n> avg_us=<a> min_us=<m> max_us=<x>
-//! iters=<i> handoff_us=<h>`.
+//! iters=<i> handoff_us=<h> core=<the faster> counter_us=<c> line_us=<l>`
+//! (avg, min and max over ranks, of the faster core).
 //! Usage: sched_floor <ranks> [iters]
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::time::Instant;
 
-use mca_coll_hwbarr::core::counter;
+use mca_coll_hwbarr::core::{counter, line};
 use mca_coll_hwbarr::sync::Line;
 
 /// Anonymous memory shared with the children we fork.
@@ -92,23 +94,37 @@ fn handoff_us(turns: u64) -> f64 {
     out.load(Ordering::Acquire) as f64 / 1e3
 }
 
-fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
-    let n = args.first().copied().unwrap_or(4).max(1);
-    let iters = args.get(1).copied().unwrap_or(20_000);
+/// The cores the floor tries: the fastest is the floor.
+#[derive(Clone, Copy, Debug)]
+enum Core {
+    Counter,
+    Line,
+}
+
+/// Each rank's mean µs per barrier over `iters` barriers of `core`.
+fn measure(core: Core, n: usize, iters: usize, cores: usize) -> Vec<f64> {
     let warm = iters / 10;
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
     let cells = shared::<Line<AtomicI32>>(n);
+    let wires = shared::<AtomicU8>(n.div_ceil(64) * 64);
     let means = shared::<AtomicU64>(n);
     in_children(n, |r| {
+        let released = |c: line::Count| match core {
+            Core::Counter => counter::is_released(cells, r),
+            Core::Line => line::is_released(&wires[..n], c),
+        };
         let mut t0 = Instant::now();
         for i in 0..warm + iters {
             if i == warm {
                 t0 = Instant::now();
             }
-            counter::arrive(cells, r);
-            while !counter::is_released(cells, r) {
+            let c = match core {
+                Core::Counter => {
+                    counter::arrive(cells, r);
+                    line::Count(0)
+                }
+                Core::Line => line::arrive(&wires[..n], r),
+            };
+            while !released(c) {
                 if n > cores {
                     yield_now();
                 } else {
@@ -116,15 +132,30 @@ fn main() {
                 }
             }
         }
-        let ns = t0.elapsed().as_secs_f64() * 1e9 / iters as f64;
-        means[r].store(ns as u64, Ordering::Release);
+        // Picoseconds: a barrier between two cores takes tens of ns.
+        let ps = t0.elapsed().as_secs_f64() * 1e12 / iters as f64;
+        means[r].store(ps as u64, Ordering::Release);
     });
-    let us: Vec<f64> = means.iter().map(|m| m.load(Ordering::Acquire) as f64 / 1e3).collect();
-    let avg = us.iter().sum::<f64>() / n as f64;
+    means.iter().map(|m| m.load(Ordering::Acquire) as f64 / 1e6).collect()
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    let n = args.first().copied().unwrap_or(4).max(1);
+    let iters = args.get(1).copied().unwrap_or(20_000);
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let avg = |us: &[f64]| us.iter().sum::<f64>() / us.len() as f64;
+    let runs: Vec<(Core, Vec<f64>)> = [Core::Counter, Core::Line].map(|c| (c, measure(c, n, iters, cores))).into();
+    let (best, us) = runs.iter().min_by(|a, b| avg(&a.1).total_cmp(&avg(&b.1))).expect("two cores");
     let min = us.iter().cloned().fold(f64::INFINITY, f64::min);
     let max = us.iter().cloned().fold(0.0, f64::max);
+    let each: Vec<String> = runs.iter().map(|(c, us)| format!("{}_us={:.4}", format!("{c:?}").to_lowercase(), avg(us))).collect();
     println!(
-        "ranks={n} avg_us={avg:.3} min_us={min:.3} max_us={max:.3} iters={iters} handoff_us={:.3}",
-        handoff_us(20_000)
+        "ranks={n} avg_us={:.4} min_us={min:.4} max_us={max:.4} iters={iters} handoff_us={:.3} core={} {}",
+        avg(us),
+        handoff_us(20_000),
+        format!("{best:?}").to_lowercase(),
+        each.join(" ")
     );
 }

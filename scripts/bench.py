@@ -9,7 +9,8 @@ bench/barrier_osu.c, built with the mpicc of each MPI under test, measures
 every MPI configuration: OSU method (warm-up, timed loop, each rank's mean,
 average/min/max over ranks), then the exit-time skew across ranks over a
 sample of barriers and where the ranks ran; its persistent mode gives
-persistent/blocking from one launch. The floor is examples/sched_floor.rs.
+persistent/blocking from one launch. The floor is examples/sched_floor.rs
+(the faster of hwbarr's counter and line cores in plain processes).
 Ratios are taken within a round (same machine state) and their median over
 rounds is reported. OSU_DIR=<dir> runs the real osu_barrier instead (no
 skew or placement then).
@@ -76,11 +77,12 @@ MPICH_ITERS = {2: (5000, 500, 1000), 4: (200, 20, 100), 8: (50, 10, 50)}  # iter
 
 REST = "basic,libnbc,self"
 HWARGS = {a: ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", a]
-          for a in ("toggle", "counter", "auto")}
+          for a in ("toggle", "counter", "line", "auto")}
 # name -> ("ompi", mpirun args) | ("mpich", None) | ("floor", None)
 CONFIGS = [
     ("hwbarr:toggle", ("ompi", HWARGS["toggle"])),
     ("hwbarr:counter", ("ompi", HWARGS["counter"])),
+    ("hwbarr:line", ("ompi", HWARGS["line"])),
     ("hwbarr:auto", ("ompi", HWARGS["auto"])),
     ("tuned", ("ompi", ["--mca", "coll", "tuned," + REST])),
     ("basic", ("ompi", ["--mca", "coll", REST])),
@@ -103,8 +105,9 @@ CONFIGS = [
     ("floor", ("floor", None)),
 ]
 # The persistent barrier against MPI_Barrier, one launch each (persistent mode).
-PERSISTENT = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:auto"]
-HW = ["hwbarr:toggle", "hwbarr:counter"]  # "hwbarr best": the faster by median (auto is counter or toggle)
+PERSISTENT = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:line", "hwbarr:auto"]
+# "hwbarr best": the fastest by median (auto is one of them)
+HW = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:line"]
 
 
 def pkglibdir():

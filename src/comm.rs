@@ -20,24 +20,25 @@ use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
 use crate::wait::{Crowd, WaitPolicy};
 
-/// Largest communicator `auto` gives the counter barrier: every rank sends
-/// n-1 packets (n(n-1) remote atomics, and up to n-1 wake-ups when ranks
-/// sleep), against one atomic per rank and one wake-up for toggle. Measured
-/// on 2 cores: counter leads at 2 ranks, the two are within noise at 4, and
-/// at 8 counter/toggle had per-round medians of 0.97 and 0.84 in two
-/// `make bench` runs (docs/benchmarks.md); above 8 the choice follows cost.
-pub const AUTO_COUNTER_MAX_RANKS: usize = 8;
+/// Largest communicator `auto` gives the line barrier (`core::line`): all
+/// its wires share one line, so every arrival takes that line from every
+/// waiter; above a cache domain's worth of ranks the toggle barrier's bank
+/// tree (one bank per L3 domain, `topology`) keeps lines within domains.
+/// Measured on 2 cores (docs/benchmarks.md): at 2 ranks line 0.051 µs,
+/// counter 0.071, toggle 0.086; at 4 and 8 (oversubscribed) the three are
+/// within a few percent of each other, the scheduler's hand-offs dominating.
+pub const AUTO_LINE_MAX_RANKS: usize = 8;
 
 /// `auto`: the algorithm for a communicator of `size` ranks on one node.
 pub fn choose(requested: Algorithm, size: usize) -> Algorithm {
     match requested {
-        Algorithm::Auto if size <= AUTO_COUNTER_MAX_RANKS => Algorithm::Counter,
+        Algorithm::Auto if size <= AUTO_LINE_MAX_RANKS => Algorithm::Line,
         Algorithm::Auto => Algorithm::Toggle,
         a => a,
     }
 }
 
-/// The two barriers of the shared-memory device (`core`).
+/// The barriers of the shared-memory device (`core`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Core {
     /// The TUC toggle-wire barrier.

@@ -86,7 +86,7 @@ impl Setting for Algorithm {
     const PARAM: &'static str = "algorithm";
     const WHAT: &'static str = "Barrier algorithm";
     const CHOICES: &'static [Choice<Self>] = &[
-        Choice { name: c"auto", help: "counter up to 8 ranks, toggle above", value: Algorithm::Auto },
+        Choice { name: c"auto", help: "line up to 8 ranks, toggle above", value: Algorithm::Auto },
         Choice { name: c"toggle", help: "TUC toggle-wire barrier on shared memory", value: Algorithm::Toggle },
         Choice { name: c"counter", help: "Blue Gene DMA-counter barrier on shared memory", value: Algorithm::Counter },
         Choice { name: c"linear", help: "coll/basic's linear barrier over point-to-point", value: Algorithm::Linear },

@@ -16,6 +16,7 @@ fn disagreeing_algorithms_run_rank_0s() {
         ("linear", "toggle", 1),
         ("toggle", "linear", 2),
         ("linear", "counter", 2),
+        ("line", "counter", 1),
     ];
     for (i, (a, b, k)) in pairs.into_iter().enumerate() {
         for (j, first) in FIRSTS.into_iter().enumerate() {

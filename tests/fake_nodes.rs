@@ -14,6 +14,7 @@ fn fake_nodes_semantics() {
             ("counter", "dissemination"),
             ("toggle", "dissemination"),
             ("counter", "counter"),
+            ("line", "dissemination"),
             ("linear", "auto"),
         ] {
             let b = board();

@@ -19,7 +19,7 @@ fn ompi_info_lists_component_and_parameters() {
     assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
     // Choice parameters are MCA enums: ompi_info lists their values.
     for names in [
-        &["auto", "toggle", "counter", "linear"][..],
+        &["auto", "toggle", "counter", "linear", "line"][..],
         &["auto", "spin", "yield", "sleep"],
         &["auto", "counter", "dissemination"],
     ] {
@@ -36,7 +36,7 @@ fn ompi_info_lists_component_and_parameters() {
 #[test]
 fn semantics_every_algorithm_every_size() {
     for np in [1, 2, 3, 4, 8] {
-        for alg in ["toggle", "counter", "linear", "auto"] {
+        for alg in ["toggle", "counter", "linear", "line", "auto"] {
             let iters = if np == 8 { 600 } else { 1500 };
             let job = semantics(np, alg, iters, &[]);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
@@ -54,7 +54,7 @@ fn semantics_every_algorithm_every_size() {
                     assert!(hit.ends_with(alg), "{hit}");
                 }
             }
-            if alg == "toggle" || alg == "counter" {
+            if alg == "toggle" || alg == "counter" || alg == "line" {
                 let want =
                     format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by {alg}");
                 assert!(err.contains(&want), "{}", job.dump());
@@ -104,7 +104,7 @@ fn semantics_check_catches_a_missing_barrier() {
 #[test]
 fn waiting_turns_mpi_progress() {
     for np in [2, 3] {
-        for alg in ["toggle", "counter", "linear"] {
+        for alg in ["toggle", "counter", "linear", "line"] {
             let job = mpirun(np, &[("coll_hwbarr_algorithm", alg), ("btl", "self,tcp")], &[], &["progress", "6"], 90);
             assert!(job.ok(), "np={np} alg={alg}: deadlock or failure\n{}", job.dump());
             assert_eq!(job.stdout().matches("progress OK").count(), np);
@@ -160,7 +160,7 @@ fn progress_test_catches_a_barrier_without_progress() {
 #[test]
 fn invalid_values_are_refused_and_the_job_runs_on() {
     for (param, names) in [
-        ("algorithm", &["auto", "toggle", "counter", "linear"][..]),
+        ("algorithm", &["auto", "toggle", "counter", "linear", "line"][..]),
         ("idle", &["auto", "spin", "yield", "sleep"]),
         ("inter", &["auto", "counter", "dissemination"]),
     ] {
@@ -273,7 +273,7 @@ fn intercommunicators_are_declined() {
 #[test]
 fn ibarrier_semantics() {
     for np in [2, 3, 4, 8] {
-        for alg in ["toggle", "counter"] {
+        for alg in ["toggle", "counter", "line"] {
             let iters = if np == 8 { 100 } else { 300 };
             let job = board_job(np, alg, "nonblocking", iters);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
@@ -293,7 +293,7 @@ fn ibarrier_semantics() {
 #[test]
 fn persistent_barrier_semantics() {
     for np in [2, 3, 4, 8] {
-        for alg in ["toggle", "counter"] {
+        for alg in ["toggle", "counter", "line"] {
             let iters = if np == 8 { 500 } else { 2000 };
             let job = board_job(np, alg, "persistent", iters);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
@@ -309,7 +309,7 @@ fn persistent_barrier_semantics() {
 /// left behind.
 #[test]
 fn nonblocking_barriers_leak_nothing() {
-    for alg in ["toggle", "counter"] {
+    for alg in ["toggle", "counter", "line"] {
         let job =
             mpirun(3, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &[], &["leak", "100000"], 120);
         assert!(job.ok(), "{}", job.dump());
