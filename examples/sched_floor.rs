@@ -150,7 +150,8 @@ fn main() {
     let (best, us) = runs.iter().min_by(|a, b| avg(&a.1).total_cmp(&avg(&b.1))).expect("two cores");
     let min = us.iter().cloned().fold(f64::INFINITY, f64::min);
     let max = us.iter().cloned().fold(0.0, f64::max);
-    let each: Vec<String> = runs.iter().map(|(c, us)| format!("{}_us={:.4}", format!("{c:?}").to_lowercase(), avg(us))).collect();
+    let each: Vec<String> =
+        runs.iter().map(|(c, us)| format!("{}_us={:.4}", format!("{c:?}").to_lowercase(), avg(us))).collect();
     println!(
         "ranks={n} avg_us={:.4} min_us={min:.4} max_us={max:.4} iters={iters} handoff_us={:.3} core={} {}",
         avg(us),
