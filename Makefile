@@ -89,7 +89,7 @@ test: lint build
 	@scripts/deps.sh test
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores --test build_abi
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep --test loom_express
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release $(MPIRUN_TESTS:%=--test %) -- --test-threads=1
 
 # The fault-injection tests build the component with `--features

@@ -73,6 +73,15 @@ impl<P: P2p, R: Copy + PartialEq> Queue<P, R> {
         id
     }
 
+    /// Queues a barrier of `req` already entered as `op` (taken from the
+    /// express lane, `crate::express`): the queue must be empty, as it is
+    /// while the lane holds a barrier.
+    pub fn push_entered(&mut self, req: R, op: Op<P>) {
+        assert!(self.ops.is_empty() && self.head.is_none(), "an entered barrier joins an empty queue");
+        self.push(Some(req), None);
+        self.head = Some(op);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }

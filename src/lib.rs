@@ -16,6 +16,7 @@
 // Free of Open MPI; the cores, `sync` and the sleep protocol are also
 // model-checked under loom (`--cfg loom`).
 pub mod core;
+pub mod express;
 pub mod settings;
 pub mod shm;
 pub mod sync;

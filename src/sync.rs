@@ -2,9 +2,9 @@
 //! the cores are model-checked (`RUSTFLAGS="--cfg loom"`).
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+pub use std::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Lets a spinning waiter give way; under loom this is what lets the model
 /// checker schedule the other threads.

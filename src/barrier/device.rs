@@ -10,6 +10,7 @@ use crate::comm::{Comm, Core};
 use crate::core::{counter, line, toggle};
 use crate::exchange::device::DeviceExchange;
 use crate::exchange::lookout::Lookout;
+use crate::express::Packed;
 use crate::p2p::{P2p, ERROR};
 use crate::shm::futex::Kernel;
 use crate::shm::segment::Segment;
@@ -20,11 +21,30 @@ use crate::wait;
 const FUTEX: Kernel = Kernel { timeout: wait::SLEEP_SLICE };
 
 /// Where a rank stands in the barrier it entered on the device.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ticket {
     Toggle(toggle::Target),
     Counter,
     Line(line::Count),
+}
+
+/// A ticket in the express lane's word (`express`): the kind in bits 32-33,
+/// the count or target below.
+impl Packed for Ticket {
+    fn pack(self) -> u64 {
+        match self {
+            Ticket::Line(c) => u64::from(c.0),
+            Ticket::Counter => 1 << 32,
+            Ticket::Toggle(t) => (2 << 32) | u64::from(t.0),
+        }
+    }
+    fn unpack(bits: u64) -> Ticket {
+        match bits >> 32 {
+            0 => Ticket::Line(line::Count(bits as u8)),
+            1 => Ticket::Counter,
+            _ => Ticket::Toggle(toggle::Target(bits as u32)),
+        }
+    }
 }
 
 /// One node, first barrier: starts the device exchange among every rank.
@@ -105,5 +125,24 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
     match c.crowd() {
         None => wait::try_wait_until(c.policy(), done, || c.p2p().progress(), sleep),
         Some(crowd) => wait::try_wait_crowded(c.policy(), crowd, done, || c.p2p().progress(), sleep),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_pack_into_the_express_payload() {
+        for t in [
+            Ticket::Line(line::Count(0)),
+            Ticket::Line(line::Count(line::COUNT)),
+            Ticket::Counter,
+            Ticket::Toggle(toggle::Target(0)),
+            Ticket::Toggle(toggle::Target(u32::MAX)),
+        ] {
+            assert!(t.pack() < 1 << crate::express::PAYLOAD_BITS, "{t:?}");
+            assert_eq!(Ticket::unpack(t.pack()), t);
+        }
     }
 }

@@ -14,9 +14,9 @@ use crate::ompi::report::guard;
 /// What progress advances: a module's state with operations in flight.
 pub(crate) trait Watched: Sync {
     /// Advances its operations without blocking: how many finished, and
-    /// whether some are still in flight; None if another thread holds them
-    /// (they stay watched).
-    fn advance_watched(&self) -> Option<(u64, bool)>;
+    /// whether it stays watched (false: nothing in flight, and it has
+    /// cleared its own mark so that its next issuer calls `watch` again).
+    fn advance_watched(&self) -> (u64, bool);
 }
 
 /// A watched state, by address.
@@ -84,13 +84,9 @@ unsafe extern "C" fn progress() -> c_int {
             // SAFETY: watched states are alive: `forget` removes them
             // under this lock before they are dropped.
             let st = unsafe { &*e.0 };
-            match st.advance_watched() {
-                Some((finished, in_flight)) => {
-                    events += finished as c_int;
-                    in_flight
-                }
-                None => true,
-            }
+            let (finished, stays) = st.advance_watched();
+            events += finished as c_int;
+            stays
         });
         WATCHING.store(w.len(), Release);
         events

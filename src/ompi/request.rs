@@ -7,7 +7,6 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
-use crate::ompi::progress;
 use crate::ompi::report::guard;
 use crate::ompi::server::Server;
 use crate::p2p::P2p;
@@ -75,35 +74,39 @@ unsafe fn unhold(module: *mut Module, comm: *mut OmpiComm) {
     }
 }
 
-/// Queues `req` (just started), or a new MPI_Ibarrier request if null,
-/// enters it if it is at the head, and makes sure progress will look after
-/// it. Returns the request (null if none could be made). `tag`: the
-/// non-blocking collective tag the call took (`nbc_tag`), for an
-/// MPI_Ibarrier; a started persistent barrier has the one of its init.
+/// Issues the barrier of `req` (a persistent request just started), or of a
+/// new MPI_Ibarrier request if null: in the express lane when it may take
+/// it (`Server::start_express`), else queued, and entered if at the head;
+/// progress looks after it either way. Returns the request (null if none
+/// could be made). `tag`: the non-blocking collective tag the call took
+/// (`nbc_tag`), for an MPI_Ibarrier; a started persistent barrier has the
+/// one of its init.
 ///
 /// # Safety
 /// `comm` is `st`'s live communicator; a non-null `req` is one of `st`'s
 /// persistent requests, just activated.
 unsafe fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option<c_int>) -> *mut Request {
     let persistent = !req.is_null();
-    let (req, watch_it) = {
-        let mut inner = st.lock();
-        let req = if persistent {
-            req
-        } else if let Some(r) = inner.requests.spare.pop() {
+    let req = if persistent {
+        req
+    } else {
+        let spare = st.lock().requests.spare.pop();
+        match spare {
             // SAFETY: a retired request of ours; it takes its hold again.
-            unsafe {
+            Some(r) => unsafe {
                 ffi::hwb_request_reissue(r);
                 hold(st);
-            }
-            r
-        } else {
+                r
+            },
             // SAFETY: `comm` is `st`'s live communicator (see above).
-            unsafe { new_request(st, comm, false) }
-        };
-        if req.is_null() {
-            return req;
+            None => unsafe { new_request(st, comm, false) },
         }
+    };
+    if req.is_null() || st.start_express(req) {
+        return req;
+    }
+    {
+        let mut inner = st.lock();
         let tag = if persistent {
             inner.requests.persistent_tags.iter().find(|(r, _)| *r == req).map(|&(_, t)| t)
         } else {
@@ -111,16 +114,10 @@ unsafe fn issue(st: &Server, comm: *mut OmpiComm, req: *mut Request, tag: Option
         };
         inner.queue.push(Some(req), tag);
         st.advance(&mut inner);
-        let w = !inner.queue.is_empty() && !inner.watched;
-        if w {
-            inner.watched = true;
-        }
-        (req, w)
-    };
-    if watch_it {
-        // SAFETY: the state leaves the list in its destructor (`Server`'s
-        // Drop calls `progress::forget`).
-        unsafe { progress::watch(st) };
+    }
+    // After the lock: `watch` may take the progress list's.
+    if st.in_flight() {
+        st.watch();
     }
     req
 }

@@ -1,17 +1,19 @@
 //! The Rust state of an hwbarr module object (`ompi::module`): one
-//! communicator's barrier state (`comm`) and its queue of barriers in
-//! flight (`engine`), with the Open MPI objects they belong to. Dropped
-//! when Open MPI destroys the module (communicator freed, MPI_Finalize).
+//! communicator's barrier state (`comm`), its barriers in flight — a lone
+//! device barrier in the express lane (`express`), the others queued
+//! (`engine`) — and the Open MPI objects they belong to. Dropped when Open
+//! MPI destroys the module (communicator freed, MPI_Finalize).
 
 use std::ffi::c_int;
 use std::ptr::null_mut;
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::barrier;
-use crate::comm::Comm;
+use crate::barrier::{self, device, Op};
+use crate::comm::{Comm, Route};
 use crate::engine::{Outcome, Queue};
+use crate::express::{Express, Polled};
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::progress::{self, Watched};
 use crate::p2p::pml::Pml;
@@ -28,6 +30,15 @@ pub struct Server {
     inner: Mutex<Inner>,
     /// The queue is not empty: the blocking direct path must not overtake it.
     queued: AtomicBool,
+    /// A device barrier issued with nothing queued: entered at once, and
+    /// completed by the progress pass that sees it released, without the
+    /// queue's lock. Whoever takes the lock moves it to the queue's head
+    /// (`lock`), so that barriers issued behind it queue after it.
+    express: Express<device::Ticket, *mut Request>,
+    /// In the progress callback's list (`ompi::progress`): set by whoever
+    /// gives progress something to do, cleared by the pass that finds
+    /// nothing in flight (`Watched::advance_watched`).
+    watched: AtomicBool,
 }
 
 /// What `Server::inner` guards.
@@ -36,8 +47,6 @@ pub(crate) struct Inner {
     pub queue: Queue<Pml, *mut Request>,
     /// Requests of ours kept for reuse, and persistent requests' tags.
     pub requests: Pool,
-    /// In the progress callback's list.
-    pub watched: bool,
 }
 
 impl Server {
@@ -48,7 +57,15 @@ impl Server {
     /// `module` must be set to the module object that owns this state
     /// before any request is made (`ompi::module::new_module` does).
     pub unsafe fn new(ompi_comm: *mut OmpiComm, comm: Comm<Pml>) -> Server {
-        Server { module: null_mut(), ompi_comm, comm, inner: Mutex::new(Inner::default()), queued: AtomicBool::new(false) }
+        Server {
+            module: null_mut(),
+            ompi_comm,
+            comm,
+            inner: Mutex::new(Inner::default()),
+            queued: AtomicBool::new(false),
+            express: Express::default(),
+            watched: AtomicBool::new(false),
+        }
     }
 
     /// At module enable: the communicator Open MPI hands us.
@@ -63,18 +80,82 @@ impl Server {
     }
 
     /// The queue and requests, locked (a panic caught while the lock was
-    /// held poisons it; the state itself is still sound).
+    /// held poisons it; the state itself is still sound), with the express
+    /// lane's barrier moved to the queue: whatever the holder queues goes
+    /// behind it.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        self.adopt(&mut g);
+        g
     }
 
     /// As `lock`, or None if another thread holds it (progress skips it).
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, Inner>> {
-        match self.inner.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
+        let mut g = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        self.adopt(&mut g);
+        Some(g)
+    }
+
+    /// Moves the express lane's barrier, if any, to the head of the queue
+    /// (empty while the lane holds one).
+    fn adopt(&self, inner: &mut Inner) {
+        if let Some((req, t)) = self.express.take() {
+            inner.queue.push_entered(req, Op::Device(t));
+            self.queued.store(true, SeqCst);
         }
+    }
+
+    /// Starts the barrier of `req` in the express lane, if it may take it:
+    /// a device route, nothing queued or in the lane, the communicator not
+    /// broken. Entered at once; completed here if already released, else
+    /// by progress. False: the caller queues it.
+    pub(crate) fn start_express(&self, req: *mut Request) -> bool {
+        let c = &self.comm;
+        let Some(Route::Device(core)) = c.route() else { return false };
+        if c.broken().is_some() || self.queued.load(SeqCst) || !self.express.is_empty() {
+            return false;
+        }
+        let t = device::arrive(c, core);
+        match device::released(c, t) {
+            Ok(false) => {
+                self.express.publish(req, t);
+                self.watch();
+            }
+            done => self.finish_express(req, done.map(|_| ())),
+        }
+        true
+    }
+
+    /// An express barrier is over: count it and complete its request.
+    fn finish_express(&self, req: *mut Request, outcome: Result<(), c_int>) {
+        if outcome.is_ok() {
+            self.comm.count_served();
+        }
+        // SAFETY: our live request (its barrier was in the lane, so MPI
+        // cannot have freed it); completing wakes whoever waits on it.
+        unsafe { ffi::hwb_request_complete(req, code(outcome)) }
+    }
+
+    /// Has progress look after this state's barriers in flight.
+    pub(crate) fn watch(&self) {
+        // SeqCst: against the progress pass that clears the flag and then
+        // looks for barriers in flight (`advance_watched`): either it sees
+        // ours, or we see the flag cleared and put the state back.
+        if !self.watched.swap(true, SeqCst) {
+            // SAFETY: the list holds the state by address; it leaves the
+            // list in its destructor (`Server`'s Drop calls
+            // `progress::forget`), so the address is never used after that.
+            unsafe { progress::watch(&*(self as *const Server)) };
+        }
+    }
+
+    /// Barriers in flight: in the express lane or queued.
+    pub(crate) fn in_flight(&self) -> bool {
+        !self.express.is_empty() || self.queued.load(SeqCst)
     }
 
     /// Advances the queue, completing the requests that finish, and
@@ -84,12 +165,12 @@ impl Server {
             // SAFETY: our live request; completing wakes whoever waits on it.
             unsafe { ffi::hwb_request_complete(r, rc) }
         });
-        self.queued.store(!inner.queue.is_empty(), Release);
+        self.queued.store(!inner.queue.is_empty(), SeqCst);
     }
 
     /// MPI_Barrier on this communicator: directly on the agreed route when
-    /// nothing is queued, else (the first exchange, or behind queued
-    /// barriers) through the queue.
+    /// nothing is in flight, else (the first exchange, or behind barriers
+    /// in flight) through the queue.
     pub fn barrier(&self) -> c_int {
         let c = &self.comm;
         if let Some(rc) = c.broken() {
@@ -97,7 +178,7 @@ impl Server {
             return rc;
         }
         match c.route() {
-            Some(route) if !self.queued.load(Acquire) => code(barrier::run(c, route)),
+            Some(route) if !self.queued.load(SeqCst) && self.express.is_empty() => code(barrier::run(c, route)),
             _ => self.queued_barrier(),
         }
     }
@@ -119,7 +200,7 @@ impl Server {
                 self.advance(&mut inner);
                 end = inner.queue.outcome(&self.comm, id);
                 if end == Outcome::LinearTurn {
-                    self.queued.store(!inner.queue.is_empty(), Release);
+                    self.queued.store(!inner.queue.is_empty(), SeqCst);
                 }
                 end != Outcome::Pending
             },
@@ -136,12 +217,35 @@ impl Server {
 }
 
 impl Watched for Server {
-    fn advance_watched(&self) -> Option<(u64, bool)> {
-        let mut inner = self.try_lock()?;
-        let before = inner.queue.finished();
-        self.advance(&mut inner);
-        inner.watched = !inner.queue.is_empty();
-        Some((inner.queue.finished() - before, inner.watched))
+    fn advance_watched(&self) -> (u64, bool) {
+        let mut finished = 0;
+        // The express lane without a lock: the common case.
+        if let Polled::Claimed(req, outcome) = self.express.poll(|t| device::released(&self.comm, t)) {
+            self.finish_express(req, outcome);
+            finished += 1;
+        }
+        if self.queued.load(SeqCst) {
+            match self.try_lock() {
+                Some(mut inner) => {
+                    let before = inner.queue.finished();
+                    self.advance(&mut inner);
+                    finished += inner.queue.finished() - before;
+                }
+                // Another thread holds the queue: look again next pass.
+                None => return (finished, true),
+            }
+        }
+        if self.in_flight() {
+            return (finished, true);
+        }
+        // Nothing in flight: leave the list, unless a barrier was issued
+        // since that look (its issuer saw the flag still set).
+        self.watched.store(false, SeqCst);
+        if self.in_flight() {
+            self.watched.store(true, SeqCst);
+            return (finished, true);
+        }
+        (finished, false)
     }
 }
 

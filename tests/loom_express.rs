@@ -1,0 +1,192 @@
+//! Model check of the express lane (`express`) with loom, every
+//! interleaving and weak-memory outcome up to loom's preemption bound, on
+//! the real lane code with threads that poll a bounded number of times:
+//! - two pollers race the issuer's own poll for one released barrier:
+//!   claimed exactly once, with its request;
+//! - a poller races the issuer, which claims barrier 1 and publishes
+//!   barrier 2 with the same ticket, not released: barrier 2 is never
+//!   claimed (only the generation tells the two words apart);
+//! - a poller races the issuer taking a released barrier back (as a
+//!   barrier issued behind it does): claimed or taken, exactly once.
+//!
+//! The check can fail: `a_stale_word_swapped_blindly_is_caught` runs the
+//! second model with a claim that swaps instead of comparing, and loom
+//! finds barrier 2 claimed before its release.
+//!
+//! Run: RUSTFLAGS="--cfg loom" cargo test --release --test loom_express
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use loom::sync::Arc;
+use loom::thread;
+use mca_coll_hwbarr::express::{Express, Packed, Polled};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Ticket(u64);
+
+impl Packed for Ticket {
+    fn pack(self) -> u64 {
+        self.0
+    }
+    fn unpack(bits: u64) -> Ticket {
+        Ticket(bits)
+    }
+}
+
+/// Every barrier carries this ticket; requests are numbered from 1.
+const TICKET: Ticket = Ticket(5);
+
+struct World {
+    lane: Express<Ticket, usize>,
+    /// Barriers the issuer entered, and those released. Like the counter
+    /// core's, the device test says whether the barrier the rank is in now
+    /// is released: it cannot tell a stale ticket from the current one.
+    entered: AtomicUsize,
+    released: AtomicUsize,
+    /// Times request k (index k-1) was claimed or taken.
+    ended: [AtomicUsize; 2],
+}
+
+impl World {
+    fn new() -> Arc<World> {
+        Arc::new(World {
+            lane: Express::default(),
+            entered: AtomicUsize::new(0),
+            released: AtomicUsize::new(0),
+            ended: [AtomicUsize::new(0), AtomicUsize::new(0)],
+        })
+    }
+
+    fn enter(&self, req: usize) {
+        self.entered.store(req, SeqCst);
+        self.lane.publish(req, TICKET);
+    }
+
+    /// One poll, as a progress pass makes it; true if it claimed.
+    fn poll(&self) -> bool {
+        let polled = self.lane.poll(|t| {
+            assert_eq!(t, TICKET);
+            Ok::<_, ()>(self.released.load(SeqCst) >= self.entered.load(SeqCst))
+        });
+        match polled {
+            Polled::Claimed(req, Ok(())) => {
+                assert!(self.released.load(SeqCst) >= req, "request {req} claimed before its release");
+                self.ended[req - 1].fetch_add(1, SeqCst);
+                true
+            }
+            Polled::Claimed(_, Err(())) => unreachable!(),
+            _ => false,
+        }
+    }
+
+    fn ended(&self, req: usize) -> usize {
+        self.ended[req - 1].load(SeqCst)
+    }
+}
+
+fn check(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(3);
+    }
+    b.check(f);
+}
+
+fn pollers(w: &Arc<World>, threads: usize, polls: usize) -> Vec<thread::JoinHandle<()>> {
+    (0..threads)
+        .map(|_| {
+            let w = w.clone();
+            thread::spawn(move || {
+                for _ in 0..polls {
+                    w.poll();
+                }
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_released_barrier_is_claimed_once() {
+    check(|| {
+        let w = World::new();
+        w.enter(1);
+        w.released.store(1, SeqCst);
+        let ps = pollers(&w, 2, 1);
+        w.poll();
+        ps.into_iter().for_each(|p| p.join().unwrap());
+        // Whoever did not get it, a later pass does.
+        w.poll();
+        assert_eq!(w.ended(1), 1);
+        assert!(w.lane.is_empty());
+    });
+}
+
+/// The issuer claims barrier 1 itself, then enters barrier 2 with the same
+/// ticket; `poll` is the claim under test.
+fn stale_word_model(poll: fn(&World)) {
+    check(move || {
+        let w = World::new();
+        w.enter(1);
+        w.released.store(1, SeqCst);
+        let p = {
+            let w = w.clone();
+            thread::spawn(move || {
+                poll(&w);
+                poll(&w);
+            })
+        };
+        if !w.lane.is_empty() {
+            while !w.poll() && !w.lane.is_empty() {
+                thread::yield_now();
+            }
+        }
+        w.enter(2);
+        p.join().unwrap();
+        assert_eq!(w.ended(1), 1);
+        assert_eq!(w.ended(2), 0, "barrier 2 claimed unreleased");
+    });
+}
+
+#[test]
+fn a_stale_word_claims_nothing() {
+    stale_word_model(|w| {
+        w.poll();
+    });
+}
+
+/// A claim that swaps the word out without comparing it with the one it
+/// tested: a poller that tested barrier 1 takes barrier 2.
+#[test]
+#[should_panic(expected = "claimed before its release")]
+fn a_stale_word_swapped_blindly_is_caught() {
+    stale_word_model(|w| {
+        let mut tested = false;
+        if let Polled::Pending = w.lane.poll(|_| {
+            tested = w.released.load(SeqCst) >= w.entered.load(SeqCst);
+            Ok::<_, ()>(false)
+        }) {
+            if tested {
+                if let Some((req, _)) = w.lane.take() {
+                    assert!(w.released.load(SeqCst) >= req, "request {req} claimed before its release");
+                    w.ended[req - 1].fetch_add(1, SeqCst);
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn a_barrier_taken_back_is_claimed_by_nobody_else() {
+    check(|| {
+        let w = World::new();
+        w.enter(1);
+        w.released.store(1, SeqCst);
+        let ps = pollers(&w, 1, 2);
+        if let Some((req, t)) = w.lane.take() {
+            assert_eq!((req, t), (1, TICKET), "took another barrier");
+            w.ended[0].fetch_add(1, SeqCst);
+        }
+        ps.into_iter().for_each(|p| p.join().unwrap());
+        assert_eq!(w.ended(1), 1);
+    });
+}
