@@ -20,7 +20,7 @@
 //! 2^29 barriers on one communicator completed between a poller's load
 //! and its swap.)
 
-use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Where a rank stands in a barrier, packed into `PAYLOAD_BITS` bits.
 pub trait Packed: Copy {
@@ -94,8 +94,7 @@ impl<T, R> Default for Express<T, R> {
 
 impl<T: Packed, R: Handle> Express<T, R> {
     /// No barrier in the lane. SeqCst: a progress pass that stops watching
-    /// a communicator re-reads this after clearing its watched flag, and an
-    /// issuer publishes before setting it (`ompi::server`).
+    /// the lane reads this after clearing its mark (`Watch::disarm`).
     pub fn is_empty(&self) -> bool {
         self.word.load(Ordering::SeqCst) == 0
     }
@@ -152,6 +151,41 @@ impl<T: Packed, R: Handle> Express<T, R> {
     /// Whether `req`'s barrier is in the lane.
     pub fn holds(&self, req: R) -> bool {
         !self.is_empty() && self.req.load(Ordering::Acquire) == req.to_bits()
+    }
+}
+
+/// Whether progress watches the lane's owner: the handshake between an
+/// issuer, which publishes a barrier and then `arm`s, and the progress pass
+/// that finds nothing in flight and `disarm`s to drop the owner from its
+/// list. Either the pass sees the new barrier and keeps the owner, or the
+/// issuer sees the mark cleared and puts the owner back: a barrier is never
+/// left where no progress pass looks.
+#[derive(Default)]
+pub struct Watch {
+    watched: AtomicBool,
+}
+
+impl Watch {
+    /// After publishing (with a SeqCst write, as `Express::publish` does):
+    /// true if the caller must put the owner in progress's list. Already
+    /// watched (the usual case in a loop of barriers): a load, no write.
+    pub fn arm(&self) -> bool {
+        // A store then a load on each side (Dekker): SeqCst orders them.
+        crate::sync::seq_cst_loads();
+        !self.watched.load(Ordering::SeqCst) && !self.watched.swap(true, Ordering::SeqCst)
+    }
+
+    /// A progress pass found nothing in flight: clears the mark and looks
+    /// again (`in_flight`, with SeqCst reads). True: drop the owner from
+    /// the list; false: something was issued meanwhile, keep it.
+    pub fn disarm(&self, in_flight: impl Fn() -> bool) -> bool {
+        self.watched.store(false, Ordering::SeqCst);
+        crate::sync::seq_cst_loads();
+        if in_flight() {
+            self.watched.store(true, Ordering::SeqCst);
+            return false;
+        }
+        true
     }
 }
 

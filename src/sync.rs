@@ -2,9 +2,9 @@
 //! the cores are model-checked (`RUSTFLAGS="--cfg loom"`).
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub use loom::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{fence, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Lets a spinning waiter give way; under loom this is what lets the model
 /// checker schedule the other threads.
@@ -16,12 +16,14 @@ pub fn relax() {
     std::hint::spin_loop();
 }
 
-/// Between two SeqCst loads whose order a protocol relies on against a
-/// SeqCst fence elsewhere (`shm::sleep::line_wake`). C++20, and so Rust,
-/// orders SeqCst loads with SeqCst fences, at no cost on x86 (plain loads);
-/// loom models SeqCst loads as acquire only (its README, "Unsupported
-/// features") but supports SeqCst fences, so under loom this is the fence
-/// that gives the same guarantee, and the model checks the protocol.
+/// Between SeqCst accesses whose order a protocol relies on: two loads
+/// against a SeqCst fence elsewhere (`shm::sleep::line_wake`), or a store
+/// then a load against the mirror pair in another thread
+/// (`express::Watch`). C++20, and so Rust, orders SeqCst accesses with each
+/// other and with SeqCst fences, at no extra cost on x86; loom models
+/// SeqCst loads as acquire only (its README, "Unsupported features") but
+/// supports SeqCst fences, so under loom this is the fence that gives the
+/// same guarantee, and the model checks the protocol.
 #[inline]
 pub fn seq_cst_loads() {
     #[cfg(loom)]

@@ -7,19 +7,23 @@
 //!   barrier 2 with the same ticket, not released: barrier 2 is never
 //!   claimed (only the generation tells the two words apart);
 //! - a poller races the issuer taking a released barrier back (as a
-//!   barrier issued behind it does): claimed or taken, exactly once.
+//!   barrier issued behind it does): claimed or taken, exactly once;
+//! - a progress pass that finds the lane idle and drops its owner from the
+//!   list (`Watch::disarm`) races an issuer that publishes and arms: the
+//!   new barrier is never left out of the list.
 //!
-//! The check can fail: `a_stale_word_swapped_blindly_is_caught` runs the
+//! The checks can fail: `a_stale_word_swapped_blindly_is_caught` runs the
 //! second model with a claim that swaps instead of comparing, and loom
-//! finds barrier 2 claimed before its release.
+//! finds barrier 2 claimed before its release; `a_disarm_without_its_second_look_is_caught`
+//! drops the owner without looking again, and loom finds the barrier lost.
 //!
 //! Run: RUSTFLAGS="--cfg loom" cargo test --release --test loom_express
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use loom::sync::Arc;
+use loom::sync::{Arc, Mutex};
 use loom::thread;
-use mca_coll_hwbarr::express::{Express, Packed, Polled};
+use mca_coll_hwbarr::express::{Express, Packed, Polled, Watch};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Ticket(u64);
@@ -189,4 +193,46 @@ fn a_barrier_taken_back_is_claimed_by_nobody_else() {
         ps.into_iter().for_each(|p| p.join().unwrap());
         assert_eq!(w.ended(1), 1);
     });
+}
+
+/// The owner starts watched (in the list, armed) and idle. A progress pass
+/// (holding the list's lock, as `ompi::progress` does) finds nothing in
+/// flight and drops the owner, deciding with `disarm`; meanwhile the
+/// issuer publishes a barrier (never released here) and arms, putting the
+/// owner back in the list when `arm` says so. In the end the barrier must
+/// be in a listed lane.
+fn watch_model(disarm: fn(&Watch, &Express<Ticket, usize>) -> bool) {
+    check(move || {
+        let lane: Arc<Express<Ticket, usize>> = Arc::default();
+        let watch = Arc::new(Watch::default());
+        let listed = Arc::new(Mutex::new(true));
+        assert!(watch.arm());
+        let pass = {
+            let (lane, watch, listed) = (lane.clone(), watch.clone(), listed.clone());
+            thread::spawn(move || {
+                let mut l = listed.lock().unwrap();
+                if *l && lane.poll(|_| Ok::<_, ()>(false)) != Polled::Pending && disarm(&watch, &lane) {
+                    *l = false;
+                }
+            })
+        };
+        lane.publish(1, TICKET);
+        if watch.arm() {
+            *listed.lock().unwrap() = true;
+        }
+        pass.join().unwrap();
+        assert!(!lane.is_empty());
+        assert!(*listed.lock().unwrap(), "a barrier in flight left out of progress's list");
+    });
+}
+
+#[test]
+fn a_barrier_issued_as_progress_drops_its_owner_stays_watched() {
+    watch_model(|w, lane| w.disarm(|| !lane.is_empty()));
+}
+
+#[test]
+#[should_panic(expected = "left out of progress's list")]
+fn a_disarm_without_its_second_look_is_caught() {
+    watch_model(|w, _| w.disarm(|| false));
 }

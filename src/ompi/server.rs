@@ -6,14 +6,14 @@
 
 use std::ffi::c_int;
 use std::ptr::null_mut;
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::barrier::{self, device, Op};
 use crate::comm::{Comm, Route};
 use crate::engine::{Outcome, Queue};
-use crate::express::{Express, Polled};
+use crate::express::{Express, Polled, Watch};
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::progress::{self, Watched};
 use crate::p2p::pml::Pml;
@@ -35,11 +35,20 @@ pub struct Server {
     /// queue's lock. Whoever takes the lock moves it to the queue's head
     /// (`lock`), so that barriers issued behind it queue after it.
     express: Express<device::Ticket, *mut Request>,
-    /// In the progress callback's list (`ompi::progress`): set by whoever
-    /// gives progress something to do, cleared by the pass that finds
-    /// nothing in flight (`Watched::advance_watched`).
-    watched: AtomicBool,
+    /// In the progress callback's list (`ompi::progress`): armed by whoever
+    /// gives progress something to do, disarmed by the pass that drops the
+    /// state from the list (`Watched::advance_watched`).
+    watch: Watch,
+    /// Progress passes in a row that found nothing in flight (only the
+    /// pass holding the progress list touches it).
+    idle_passes: AtomicU32,
 }
+
+/// Progress passes a state with nothing in flight stays in the list: a
+/// loop of persistent barriers or MPI_Ibarrier issues its next one without
+/// taking the list's lock to come back, and a communicator that is done
+/// costs this many passes, then nothing.
+const LINGER_PASSES: u32 = 256;
 
 /// What `Server::inner` guards.
 #[derive(Default)]
@@ -64,7 +73,8 @@ impl Server {
             inner: Mutex::new(Inner::default()),
             queued: AtomicBool::new(false),
             express: Express::default(),
-            watched: AtomicBool::new(false),
+            watch: Watch::default(),
+            idle_passes: AtomicU32::new(0),
         }
     }
 
@@ -142,10 +152,9 @@ impl Server {
 
     /// Has progress look after this state's barriers in flight.
     pub(crate) fn watch(&self) {
-        // SeqCst: against the progress pass that clears the flag and then
-        // looks for barriers in flight (`advance_watched`): either it sees
-        // ours, or we see the flag cleared and put the state back.
-        if !self.watched.swap(true, SeqCst) {
+        // The caller published its barrier with a SeqCst write (the lane's,
+        // or `queued`), as `Watch` needs.
+        if self.watch.arm() {
             // SAFETY: the list holds the state by address; it leaves the
             // list in its destructor (`Server`'s Drop calls
             // `progress::forget`), so the address is never used after that.
@@ -236,16 +245,18 @@ impl Watched for Server {
             }
         }
         if self.in_flight() {
+            self.idle_passes.store(0, Relaxed);
             return (finished, true);
         }
-        // Nothing in flight: leave the list, unless a barrier was issued
-        // since that look (its issuer saw the flag still set).
-        self.watched.store(false, SeqCst);
-        if self.in_flight() {
-            self.watched.store(true, SeqCst);
+        let idle = self.idle_passes.load(Relaxed) + 1;
+        if idle < LINGER_PASSES {
+            self.idle_passes.store(idle, Relaxed);
             return (finished, true);
         }
-        (finished, false)
+        // Nothing in flight for a while: leave the list, unless a barrier
+        // was issued since that look (its issuer saw the mark still set).
+        self.idle_passes.store(0, Relaxed);
+        (finished, !self.watch.disarm(|| self.in_flight()))
     }
 }
 
