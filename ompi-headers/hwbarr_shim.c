@@ -380,6 +380,7 @@ ompi_request_t *hwb_request_new(ompi_communicator_t *comm, int persistent, void 
 
 void *hwb_request_owner(ompi_request_t *req) { return ((hwb_request_t *) req)->owner; }
 int hwb_request_is_persistent(ompi_request_t *req) { return req->req_persistent ? 1 : 0; }
+int hwb_request_is_complete(ompi_request_t *req) { return REQUEST_COMPLETE(req) ? 1 : 0; }
 
 void hwb_request_activate(ompi_request_t *req)
 {

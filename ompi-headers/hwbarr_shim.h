@@ -124,6 +124,8 @@ struct ompi_request_t *hwb_request_new(struct ompi_communicator_t *comm, int per
                                        hwb_start_fn start, hwb_free_fn free_fn, hwb_cancel_fn cancel);
 void *hwb_request_owner(struct ompi_request_t *req);
 int hwb_request_is_persistent(struct ompi_request_t *req);
+/* Whether the request is complete (an inactive persistent one is). */
+int hwb_request_is_complete(struct ompi_request_t *req);
 /* MPI_Start: mark active and pending. */
 void hwb_request_activate(struct ompi_request_t *req);
 /* MPI-complete it (wakes a waiter), with an MPI error code. */

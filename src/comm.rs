@@ -128,6 +128,7 @@ pub struct Comm<P: P2p> {
     /// later barrier fails with it instead of mismatching messages.
     broken: AtomicI32,
     served: AtomicU64,
+    served_async: AtomicU64,
 }
 
 impl<P: P2p> Comm<P> {
@@ -145,6 +146,7 @@ impl<P: P2p> Comm<P> {
             route: OnceLock::new(),
             broken: AtomicI32::new(0),
             served: AtomicU64::new(0),
+            served_async: AtomicU64::new(0),
         }
     }
 
@@ -297,9 +299,16 @@ impl<P: P2p> Comm<P> {
         self.served.store(self.served.load(Relaxed) + 1, Relaxed);
     }
 
+    /// Counts a barrier that a progress pass completed, maybe on another
+    /// thread while the issuer runs the next one (`count_served` is the
+    /// issuer's, a plain add on its own path).
+    pub fn count_served_async(&self) {
+        self.served_async.fetch_add(1, Relaxed);
+    }
+
     /// Barriers served so far.
     pub fn served(&self) -> u64 {
-        self.served.load(Relaxed)
+        self.served.load(Relaxed) + self.served_async.load(Relaxed)
     }
 
     /// The waiting policy, as verbose output states it.

@@ -10,17 +10,23 @@
 //!   barrier issued behind it does): claimed or taken, exactly once;
 //! - a progress pass that finds the lane idle and drops its owner from the
 //!   list (`Watch::disarm`) races an issuer that publishes and arms: the
-//!   new barrier is never left out of the list.
+//!   new barrier is never left out of the list;
+//! - a barrier moved from the lane to the queue (`take_queued`, under the
+//!   queue's lock) while another thread asks whether anything is in flight
+//!   (`idle`: the blocking direct path, an express start) or a progress
+//!   pass decides to drop the owner: the barrier is never missed.
 //!
 //! The checks can fail: `a_stale_word_swapped_blindly_is_caught` runs the
 //! second model with a claim that swaps instead of comparing, and loom
 //! finds barrier 2 claimed before its release; `a_disarm_without_its_second_look_is_caught`
-//! drops the owner without looking again, and loom finds the barrier lost.
+//! drops the owner without looking again, and loom finds the barrier lost;
+//! the `*_adopted_the_wrong_way_round_is_caught` tests empty the lane
+//! before raising `queued`, and loom finds the barrier missed.
 //!
 //! Run: RUSTFLAGS="--cfg loom" cargo test --release --test loom_express
 #![cfg(loom)]
 
-use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use mca_coll_hwbarr::express::{Express, Packed, Polled, Watch};
@@ -170,7 +176,7 @@ fn a_stale_word_swapped_blindly_is_caught() {
             Ok::<_, ()>(false)
         }) {
             if tested {
-                if let Some((req, _)) = w.lane.take() {
+                if let Some((req, _)) = w.lane.take_queued(&AtomicBool::new(false)) {
                     assert!(w.released.load(SeqCst) >= req, "request {req} claimed before its release");
                     w.ended[req - 1].fetch_add(1, SeqCst);
                 }
@@ -186,7 +192,7 @@ fn a_barrier_taken_back_is_claimed_by_nobody_else() {
         w.enter(1);
         w.released.store(1, SeqCst);
         let ps = pollers(&w, 1, 2);
-        if let Some((req, t)) = w.lane.take() {
+        if let Some((req, t)) = w.lane.take_queued(&AtomicBool::new(false)) {
             assert_eq!((req, t), (1, TICKET), "took another barrier");
             w.ended[0].fetch_add(1, SeqCst);
         }
@@ -235,4 +241,87 @@ fn a_barrier_issued_as_progress_drops_its_owner_stays_watched() {
 #[should_panic(expected = "left out of progress's list")]
 fn a_disarm_without_its_second_look_is_caught() {
     watch_model(|w, _| w.disarm(|| false));
+}
+
+/// How a barrier moves from the lane to the queue.
+type Adopt = fn(&Express<Ticket, usize>, &AtomicBool);
+
+/// As `ompi::server` does: `take_queued` (the queue then holds it, so
+/// `queued` stays raised).
+fn adopt(lane: &Express<Ticket, usize>, queued: &AtomicBool) {
+    assert!(lane.take_queued(queued).is_some());
+}
+
+/// The lane emptied first (through a flag nobody reads), `queued` raised
+/// after.
+fn adopt_wrong_way_round(lane: &Express<Ticket, usize>, queued: &AtomicBool) {
+    assert!(lane.take_queued(&AtomicBool::new(false)).is_some());
+    queued.store(true, SeqCst);
+}
+
+/// Barrier 1 (not released) in the lane; one thread moves it to the queue
+/// while another asks whether anything is in flight, as the blocking direct
+/// path and an express start do: it must never hear "idle". (Both are
+/// spawned threads: loom 0.7 explores the main thread's accesses after a
+/// spawn against the spawned thread's read-modify-writes only partly.)
+fn adopt_vs_idle_model(adopt: Adopt) {
+    check(move || {
+        let lane: Arc<Express<Ticket, usize>> = Arc::default();
+        let queued = Arc::new(AtomicBool::new(false));
+        lane.publish(1, TICKET);
+        let adopter = {
+            let (lane, queued) = (lane.clone(), queued.clone());
+            thread::spawn(move || adopt(&lane, &queued))
+        };
+        let asker = thread::spawn(move || lane.idle(&queued));
+        adopter.join().unwrap();
+        assert!(!asker.join().unwrap(), "the direct path would enter the device twice");
+    });
+}
+
+#[test]
+fn a_barrier_on_its_way_to_the_queue_is_in_flight() {
+    adopt_vs_idle_model(adopt);
+}
+
+#[test]
+#[should_panic(expected = "enter the device twice")]
+fn a_barrier_adopted_the_wrong_way_round_is_caught() {
+    adopt_vs_idle_model(adopt_wrong_way_round);
+}
+
+/// Barrier 1 (not released) in the lane of a listed owner; one thread moves
+/// it to the queue while a progress pass (another spawned thread, as above)
+/// finds nothing in the lane and decides whether to drop the owner
+/// (`in_flight` = not `idle`). The owner must stay listed.
+fn adopt_vs_drop_model(adopt: Adopt) {
+    check(move || {
+        let lane: Arc<Express<Ticket, usize>> = Arc::default();
+        let queued = Arc::new(AtomicBool::new(false));
+        let watch = Arc::new(Watch::default());
+        assert!(watch.arm());
+        lane.publish(1, TICKET);
+        let adopter = {
+            let (lane, queued) = (lane.clone(), queued.clone());
+            thread::spawn(move || adopt(&lane, &queued))
+        };
+        let pass = thread::spawn(move || {
+            lane.poll(|_| Ok::<_, ()>(false)) == Polled::Empty
+                && lane.idle(&queued)
+                && watch.disarm(|| !lane.idle(&queued))
+        });
+        adopter.join().unwrap();
+        assert!(!pass.join().unwrap(), "a barrier in flight left out of progress's list");
+    });
+}
+
+#[test]
+fn a_barrier_on_its_way_to_the_queue_keeps_its_owner_watched() {
+    adopt_vs_drop_model(adopt);
+}
+
+#[test]
+#[should_panic(expected = "left out of progress's list")]
+fn a_drop_racing_a_barrier_adopted_the_wrong_way_round_is_caught() {
+    adopt_vs_drop_model(adopt_wrong_way_round);
 }

@@ -4,6 +4,9 @@
 
 use crate::*;
 
+/// Non-blocking barriers, and starts of a persistent one, per round.
+const BURST: usize = 20;
+
 /// MPI_THREAD_MULTIPLE: `$HWBARR_THREADS` threads per rank (default 4),
 /// each creating, using and freeing communicators of its own (dups of a
 /// per-thread parent, so that every rank's thread k meets thread k), with
@@ -13,9 +16,6 @@ use crate::*;
 /// poll (and may complete) this thread's barriers. With the device
 /// refused, every new communicator's fallback message is printed while
 /// other threads print theirs.
-/// Non-blocking barriers, and starts of a persistent one, per round.
-const BURST: usize = 20;
-
 pub fn run(world: &SimpleCommunicator, rounds: u64) {
     use mpi::ffi::*;
     use mpi::raw::AsRaw;

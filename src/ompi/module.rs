@@ -6,6 +6,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request, Module};
+use crate::ompi::progress;
 use crate::ompi::report::guard;
 use crate::ompi::request;
 use crate::ompi::server::Server;
@@ -138,7 +139,11 @@ pub(crate) unsafe fn served_on(comm: *mut Comm) -> u64 {
 pub unsafe extern "C" fn hwbarr_module_state_drop(state: *mut c_void) {
     guard("module release", (), || {
         if !state.is_null() {
-            // SAFETY: see above: it came from Box::into_raw in `new_module`.
+            // First out of progress's list, while the state is still only
+            // shared: a pass may be using it until then.
+            progress::forget(state.cast::<Server>().cast_const());
+            // SAFETY: see above: it came from Box::into_raw in `new_module`,
+            // and no progress pass can reach it any more.
             drop(unsafe { Box::from_raw(state.cast::<Server>()) });
         }
     })

@@ -1,7 +1,8 @@
 //! Open MPI's progress engine drives hwbarr's barriers in flight: a
-//! callback, registered when the first module has something queued,
-//! advances every module with operations in flight, and costs one atomic
-//! load on every progress turn when nothing is.
+//! callback, registered when the first module has a barrier in flight,
+//! advances the modules in its list — those with barriers in flight, and
+//! for a while those that just had some (`ompi::server`) — and costs one
+//! atomic load on every progress turn when the list is empty.
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::{Relaxed, Release};
@@ -26,15 +27,16 @@ struct Entry(*const dyn Watched);
 // is in the list, which `forget` leaves before the state is dropped.
 unsafe impl Send for Entry {}
 
-/// The states of the modules with operations in flight.
+/// The states of the modules progress looks after.
 static WATCHED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 static WATCHING: AtomicUsize = AtomicUsize::new(0);
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 
-/// Have progress advance `st` until it has nothing in flight.
+/// Have progress advance `st` until it drops it (`Watched::advance_watched`).
 ///
 /// # Safety
-/// `st` stays alive until `forget(st)` (its destructor calls it).
+/// `st` stays alive, and no `&mut` to it is made, until `forget(st)` has
+/// returned (`ompi::module` calls it before dropping a module's state).
 pub(crate) unsafe fn watch(st: &(dyn Watched + 'static)) {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
     let p = st as *const dyn Watched;
@@ -49,11 +51,12 @@ pub(crate) unsafe fn watch(st: &(dyn Watched + 'static)) {
     }
 }
 
-/// Called when a module's state is dropped.
-pub(crate) fn forget(st: &dyn Watched) {
+/// Takes the state at `st` out of the list, before it is dropped: once
+/// this returns, no progress pass uses it (passes hold the list's lock).
+/// By address only: nothing is dereferenced.
+pub(crate) fn forget<T>(st: *const T) {
     let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
-    let p = st as *const dyn Watched;
-    w.retain(|e| !std::ptr::addr_eq(e.0, p));
+    w.retain(|e| !std::ptr::addr_eq(e.0, st));
     WATCHING.store(w.len(), Release);
 }
 

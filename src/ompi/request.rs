@@ -219,7 +219,10 @@ unsafe extern "C" fn free(request: *mut *mut Request) -> c_int {
         }
         let fate = {
             let mut inner = st.lock();
-            if inner.queue.holds(r) {
+            // In flight: queued, or claimed from the express lane by a
+            // progress pass that has not completed it yet.
+            // SAFETY: reads a flag of our live request.
+            if inner.queue.holds(r) || unsafe { ffi::hwb_request_is_complete(r) } == 0 {
                 return ffi::MPI_ERR_REQUEST as c_int;
             }
             let pool = &mut inner.requests;

@@ -19,8 +19,9 @@ use crate::ompi::progress::{self, Watched};
 use crate::p2p::pml::Pml;
 use crate::wait::{self, WaitPolicy};
 
-/// Serves the barriers of one communicator: the blocking direct path and
-/// the queue of barriers in flight.
+/// Serves the barriers of one communicator: the blocking direct path, the
+/// express lane (one device barrier in flight, no lock) and the queue of
+/// barriers in flight.
 pub struct Server {
     pub(crate) module: *mut Module,
     pub(crate) ompi_comm: *mut OmpiComm,
@@ -111,11 +112,13 @@ impl Server {
     }
 
     /// Moves the express lane's barrier, if any, to the head of the queue
-    /// (empty while the lane holds one).
+    /// (empty while the lane holds one). `take_queued` raises `queued`
+    /// before it empties the lane, so that no reader (the direct path, an
+    /// express start, progress deciding to drop us) sees neither.
     fn adopt(&self, inner: &mut Inner) {
-        if let Some((req, t)) = self.express.take() {
-            inner.queue.push_entered(req, Op::Device(t));
-            self.queued.store(true, SeqCst);
+        match self.express.take_queued(&self.queued) {
+            Some((req, t)) => inner.queue.push_entered(req, Op::Device(t)),
+            None => self.queued.store(!inner.queue.is_empty(), SeqCst),
         }
     }
 
@@ -126,7 +129,7 @@ impl Server {
     pub(crate) fn start_express(&self, req: *mut Request) -> bool {
         let c = &self.comm;
         let Some(Route::Device(core)) = c.route() else { return false };
-        if c.broken().is_some() || self.queued.load(SeqCst) || !self.express.is_empty() {
+        if c.broken().is_some() || !self.express.idle(&self.queued) {
             return false;
         }
         let t = device::arrive(c, core);
@@ -143,10 +146,13 @@ impl Server {
     /// An express barrier is over: count it and complete its request.
     fn finish_express(&self, req: *mut Request, outcome: Result<(), c_int>) {
         if outcome.is_ok() {
-            self.comm.count_served();
+            // Maybe on a progress thread while the issuer runs its next
+            // barrier: counted apart, atomically.
+            self.comm.count_served_async();
         }
-        // SAFETY: our live request (its barrier was in the lane, so MPI
-        // cannot have freed it); completing wakes whoever waits on it.
+        // SAFETY: our live request: not complete yet, so MPI has not freed
+        // it (`request::free` refuses a request that is not complete);
+        // completing wakes whoever waits on it.
         unsafe { ffi::hwb_request_complete(req, code(outcome)) }
     }
 
@@ -156,15 +162,15 @@ impl Server {
         // or `queued`), as `Watch` needs.
         if self.watch.arm() {
             // SAFETY: the list holds the state by address; it leaves the
-            // list in its destructor (`Server`'s Drop calls
-            // `progress::forget`), so the address is never used after that.
+            // list before the state is dropped (`hwbarr_module_state_drop`
+            // calls `progress::forget`), so the address is never used after.
             unsafe { progress::watch(&*(self as *const Server)) };
         }
     }
 
     /// Barriers in flight: in the express lane or queued.
     pub(crate) fn in_flight(&self) -> bool {
-        !self.express.is_empty() || self.queued.load(SeqCst)
+        !self.express.idle(&self.queued)
     }
 
     /// Advances the queue, completing the requests that finish, and
@@ -187,13 +193,14 @@ impl Server {
             return rc;
         }
         match c.route() {
-            Some(route) if !self.queued.load(SeqCst) && self.express.is_empty() => code(barrier::run(c, route)),
+            Some(route) if self.express.idle(&self.queued) => code(barrier::run(c, route)),
             _ => self.queued_barrier(),
         }
     }
 
-    /// MPI_Barrier behind queued operations, or the first one: queue it and
-    /// turn progress until it is finished.
+    /// MPI_Barrier behind barriers in flight (queued, or in the express
+    /// lane, which the lock moves to the queue), or the first one: queue it
+    /// and turn progress until it is finished.
     fn queued_barrier(&self) -> c_int {
         let id = {
             let mut inner = self.lock();
@@ -285,7 +292,8 @@ impl Drop for Pool {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        progress::forget(self);
+        // Progress's list no longer holds us (`hwbarr_module_state_drop`
+        // takes us out before the state becomes ours to drop).
         self.comm.report_served();
     }
 }
