@@ -138,17 +138,19 @@ impl Server {
                 self.express.publish(req, t);
                 self.watch();
             }
-            done => self.finish_express(req, done.map(|_| ())),
+            done => self.finish_express(req, done.map(|_| ()), Finisher::Issuer),
         }
         true
     }
 
     /// An express barrier is over: count it and complete its request.
-    fn finish_express(&self, req: *mut Request, outcome: Result<(), c_int>) {
-        if outcome.is_ok() {
-            // Maybe on a progress thread while the issuer runs its next
+    fn finish_express(&self, req: *mut Request, outcome: Result<(), c_int>, by: Finisher) {
+        match (outcome, by) {
+            (Err(_), _) => {}
+            (Ok(()), Finisher::Issuer) => self.comm.count_served(),
+            // Maybe on another thread while the issuer runs its next
             // barrier: counted apart, atomically.
-            self.comm.count_served_async();
+            (Ok(()), Finisher::Progress) => self.comm.count_served_async(),
         }
         // SAFETY: our live request: not complete yet, so MPI has not freed
         // it (`request::free` refuses a request that is not complete);
@@ -237,7 +239,7 @@ impl Watched for Server {
         let mut finished = 0;
         // The express lane without a lock: the common case.
         if let Polled::Claimed(req, outcome) = self.express.poll(|t| device::released(&self.comm, t)) {
-            self.finish_express(req, outcome);
+            self.finish_express(req, outcome, Finisher::Progress);
             finished += 1;
         }
         if self.queued.load(SeqCst) {
@@ -271,6 +273,14 @@ impl Watched for Server {
 // requests) may be used from any thread; everything else is atomics, locks
 // or fixed after enable.
 unsafe impl Sync for Server {}
+
+/// Who completes an express barrier: its issuer in MPI_Start (its arrival
+/// was the last), or a progress pass, maybe on another thread.
+#[derive(Clone, Copy)]
+enum Finisher {
+    Issuer,
+    Progress,
+}
 
 /// The requests a module keeps besides those in its queue.
 #[derive(Default)]
