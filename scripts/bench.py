@@ -513,10 +513,19 @@ def chart(stats, configs):
             f.write(f"{np} " + " ".join(vals) + "\n")
     png = os.path.join(OUT, "barrier.png")
     n = len(configs)
-    # Each configuration a little to the side, so that the min-max bars stay apart.
+    # Each configuration a little to the side, so that the min-max bars stay
+    # apart; a colour of its own (gnuplot's default palette repeats after 8),
+    # and the floor dashed black.
+    palette = ["#1f77b4", "#17becf", "#2ca02c", "#ff7f0e", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#bcbd22", "#7f7f7f", "#aec7e8", "#98df8a"]
+
+    def style(i, c):
+        if c == "floor":
+            return "lc rgb '#000000' dt 2"
+        return f"lc rgb '{palette[i % len(palette)]}'"
     plots = ", ".join(
         f"'{dat}' using ($1*{1 + 0.012 * (i - n / 2):.4f}):{3 * i + 2}:{3 * i + 3}:{3 * i + 4} "
-        f"with yerrorlines lw 2 title '{c}'" for i, c in enumerate(configs))
+        f"with yerrorlines lw 2 {style(i, c)} title '{c}'" for i, c in enumerate(configs))
     script = f"""
 set terminal pngcairo size 960,600 font ',11'
 set output '{png}'
@@ -660,7 +669,7 @@ def barrier_section():
                   f"{fmt(st.median(x['persistent_us'] for x in rs)):>10} {pratio[(np, c)]:>10.2f} "
                   f"{'[%.2f – %.2f]' % (min(q), max(q)):>15}")
 
-    print("\nRatios (median over rounds of the per-round ratio; best = the faster of toggle and counter by median):")
+    print("\nRatios (median over rounds of the per-round ratio; best = the fastest of toggle, counter and line by median):")
     best = {}
     for np in NPS:
         cand = [c for c in HW if (np, c) in stats]
