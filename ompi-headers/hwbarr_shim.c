@@ -27,7 +27,7 @@
 
 #include "hwbarr_shim.h"
 
-/* Implemented in Rust (src/module.rs): drops the module's Rust state. */
+/* Implemented in Rust (src/ompi/module.rs): drops the module's Rust state. */
 extern void hwbarr_module_state_drop(void *state);
 
 typedef struct {

@@ -291,10 +291,13 @@ impl<P: P2p> Comm<P> {
         self.p2p.name()
     }
 
-    /// One more barrier served. Not a read-modify-write (no locked
-    /// instruction on the fast path): barriers on one communicator never
-    /// count concurrently (MPI orders collectives per communicator, and the
-    /// queue hands over through its `queued` flag's Release/Acquire).
+    /// One more barrier served by its issuer or under the queue's lock. Not
+    /// a read-modify-write (no locked instruction on the fast path): these
+    /// counts never run concurrently (MPI orders collectives per
+    /// communicator; the issuer counts only after finding nothing in flight,
+    /// and the queue's last count happens before `queued` reads false).
+    /// Progress passes, which may run beside the issuer, count into
+    /// `served_async` (`count_served_async`).
     pub fn count_served(&self) {
         self.served.store(self.served.load(Relaxed) + 1, Relaxed);
     }

@@ -14,7 +14,10 @@
 //! - a barrier moved from the lane to the queue (`take_queued`, under the
 //!   queue's lock) while another thread asks whether anything is in flight
 //!   (`idle`: the blocking direct path, an express start) or a progress
-//!   pass decides to drop the owner: the barrier is never missed.
+//!   pass decides to drop the owner: the barrier is never missed; and, the
+//!   barrier released, a poller claiming it while the adopter takes it or
+//!   finds the lane empty and lowers `queued` again: "idle" is heard only
+//!   once the barrier is claimed.
 //!
 //! The checks can fail: `a_stale_word_swapped_blindly_is_caught` runs the
 //! second model with a claim that swaps instead of comparing, and loom
@@ -259,6 +262,19 @@ fn adopt_wrong_way_round(lane: &Express<Ticket, usize>, queued: &AtomicBool) {
     queued.store(true, SeqCst);
 }
 
+/// A lane holding barrier 1 (not released), its `queued` flag, and a
+/// spawned thread moving the barrier to the queue with `adopt`.
+fn lane_being_adopted(adopt: Adopt) -> (Arc<Express<Ticket, usize>>, Arc<AtomicBool>, thread::JoinHandle<()>) {
+    let lane: Arc<Express<Ticket, usize>> = Arc::default();
+    let queued = Arc::new(AtomicBool::new(false));
+    lane.publish(1, TICKET);
+    let adopter = {
+        let (lane, queued) = (lane.clone(), queued.clone());
+        thread::spawn(move || adopt(&lane, &queued))
+    };
+    (lane, queued, adopter)
+}
+
 /// Barrier 1 (not released) in the lane; one thread moves it to the queue
 /// while another asks whether anything is in flight, as the blocking direct
 /// path and an express start do: it must never hear "idle". (Both are
@@ -266,13 +282,7 @@ fn adopt_wrong_way_round(lane: &Express<Ticket, usize>, queued: &AtomicBool) {
 /// spawn against the spawned thread's read-modify-writes only partly.)
 fn adopt_vs_idle_model(adopt: Adopt) {
     check(move || {
-        let lane: Arc<Express<Ticket, usize>> = Arc::default();
-        let queued = Arc::new(AtomicBool::new(false));
-        lane.publish(1, TICKET);
-        let adopter = {
-            let (lane, queued) = (lane.clone(), queued.clone());
-            thread::spawn(move || adopt(&lane, &queued))
-        };
+        let (lane, queued, adopter) = lane_being_adopted(adopt);
         let asker = thread::spawn(move || lane.idle(&queued));
         adopter.join().unwrap();
         assert!(!asker.join().unwrap(), "the direct path would enter the device twice");
@@ -296,15 +306,9 @@ fn a_barrier_adopted_the_wrong_way_round_is_caught() {
 /// (`in_flight` = not `idle`). The owner must stay listed.
 fn adopt_vs_drop_model(adopt: Adopt) {
     check(move || {
-        let lane: Arc<Express<Ticket, usize>> = Arc::default();
-        let queued = Arc::new(AtomicBool::new(false));
         let watch = Arc::new(Watch::default());
         assert!(watch.arm());
-        lane.publish(1, TICKET);
-        let adopter = {
-            let (lane, queued) = (lane.clone(), queued.clone());
-            thread::spawn(move || adopt(&lane, &queued))
-        };
+        let (lane, queued, adopter) = lane_being_adopted(adopt);
         let pass = thread::spawn(move || {
             lane.poll(|_| Ok::<_, ()>(false)) == Polled::Empty
                 && lane.idle(&queued)
@@ -324,4 +328,36 @@ fn a_barrier_on_its_way_to_the_queue_keeps_its_owner_watched() {
 #[should_panic(expected = "left out of progress's list")]
 fn a_drop_racing_a_barrier_adopted_the_wrong_way_round_is_caught() {
     adopt_vs_drop_model(adopt_wrong_way_round);
+}
+
+/// Barrier 1, released, in the lane: a poller claims it while an adopter
+/// (holding the queue's lock) takes it or, finding it gone, lowers `queued`
+/// again (its queue is empty), and a third thread asks whether anything is
+/// in flight. Hearing "idle" while the adopter holds the barrier in its
+/// queue would let the direct path overtake it.
+#[test]
+fn a_claim_racing_an_adoption_and_its_restore() {
+    check(|| {
+        let lane: Arc<Express<Ticket, usize>> = Arc::default();
+        let queued = Arc::new(AtomicBool::new(false));
+        lane.publish(1, TICKET);
+        let poller = {
+            let lane = lane.clone();
+            thread::spawn(move || matches!(lane.poll(|_| Ok::<_, ()>(true)), Polled::Claimed(1, Ok(()))))
+        };
+        let adopter = {
+            let (lane, queued) = (lane.clone(), queued.clone());
+            thread::spawn(move || {
+                let got = lane.take_queued(&queued).is_some();
+                if !got {
+                    queued.store(false, SeqCst);
+                }
+                got
+            })
+        };
+        let asker = thread::spawn(move || lane.idle(&queued));
+        let (claimed, adopted, idle) = (poller.join().unwrap(), adopter.join().unwrap(), asker.join().unwrap());
+        assert!(claimed != adopted, "claimed or adopted, exactly once");
+        assert!(!(idle && adopted), "idle while the barrier waits in the queue");
+    });
 }
