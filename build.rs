@@ -115,14 +115,23 @@ fn main() {
             println!("cargo:rustc-link-search=native={}", l.display());
         }
     }
-    // The component names no Open MPI library as a dependency: it runs
-    // inside a process that has loaded libmpi and Open PAL already, and
-    // resolves their symbols there. Their sonames differ between release
-    // lines (libmpi.so.40 on 4.1 and 5.0, .so.0 on 6.0.0a1; Open PAL .40,
-    // .80, .0), and a component loaded by another line must reach our
-    // version check (component.rs) instead of failing in dlopen or pulling
-    // a second libmpi into the process. Test programs, which link the same
-    // code into executables, name both themselves.
+    // The component names the library that holds Open MPI's internals as
+    // its one Open MPI dependency, as Open MPI's own DSO components do:
+    // libmpi on 4.1 and 5.0, libopen_mpi on 6.0 (where libmpi is only the
+    // API). A process that loaded libmpi into a local scope (Python's
+    // ctypes, the mpi4py wheel) leaves those symbols invisible to later
+    // dlopens; through this dependency the component finds the very library
+    // the process runs, and Open PAL behind it, in its own scope. Not Open
+    // PAL by name: its soname differs on every release line (.40, .80, .0),
+    // while libmpi's is shared by 4.1 and 5.0 (.40), so a component of the
+    // other of those two lines binds to the running libmpi and reaches our
+    // version check (component.rs) instead of pulling a second Open PAL in.
+    // Between 6.0 and the others the names differ: a foreign component
+    // pulls its own line's library in if the library path has it (and is
+    // refused by that check), or fails in dlopen with Open MPI's message
+    // naming the library; either way the job runs on.
+    let internals = if libs.iter().any(|l| l.join("libopen_mpi.so").exists()) { "open_mpi" } else { "mpi" };
+    println!("cargo:rustc-cdylib-link-arg=-l{internals}");
     for kind in ["tests", "examples"] {
         println!("cargo:rustc-link-arg-{kind}=-lmpi");
         println!("cargo:rustc-link-arg-{kind}=-lopen-pal");

@@ -1,5 +1,6 @@
-/* Fault injection for hwbarr's integration tests (tests/mpirun.rs), loaded
- * into the MPI ranks with `mpirun -x LD_PRELOAD=<this .so>`. The tests
+/* Fault injection for hwbarr's integration tests (tests/device_refused.rs,
+ * tests/p2p_faults.rs), loaded into the MPI ranks with
+ * `mpirun -x LD_PRELOAD=<this .so>`. The tests
  * build it with `cc` into the target directory at test time.
  *
  *   HWBARR_FAULT        memfd  - memfd_create fails with ENOSYS
