@@ -13,6 +13,9 @@
 #                   interleaved rounds: table, skew, placement, targets, CSV, chart
 #                   (bench/barrier_osu.c; ROUNDS=, NPS=, SECTIONS=, NO_MPICH=1;
 #                   OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
+#   make probe      where a persistent barrier's time goes: a diagnostic build
+#                   (feature `probe`, src/ompi/probe.rs), barrier_osu's persistent
+#                   mode at 2 ranks bound apart, PROBE_LAUNCHES launches (default 3)
 # OMPI_PREFIX=<prefix> builds and tests against the Open MPI installed there
 # (e.g. one built by scripts/build-ompi.sh) instead of the one on PATH.
 # Prerequisites (Open MPI 4.1 + headers, libclang) are installed with
@@ -56,7 +59,7 @@ export HWBARR_TARGET_DIR := $(TARGET_DIR)
 # The mpirun integration tests, one file per concern (tests/common: their harness).
 MPIRUN_TESTS := semantics fake_nodes install_and_select device_refused disagreement death p2p_faults lifecycle soak
 
-.PHONY: all build deps install component-dir run test soak unit-test mpirun-test lint bench clean
+.PHONY: all build deps install component-dir run test soak unit-test mpirun-test lint bench probe clean
 
 all: build
 
@@ -84,6 +87,7 @@ lint: deps
 	python3 scripts/layers.py
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
+	$(CARGO) clippy --release --lib --features probe -- -D warnings
 
 test: lint build
 	@scripts/deps.sh test
@@ -103,6 +107,18 @@ bench: build
 	@scripts/deps.sh bench
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	COMPONENT_DIR=$(PRIVATE_DIR) python3 scripts/bench.py
+
+PROBE_LAUNCHES ?= 3
+probe: deps
+	$(CARGO) build --release --lib --features probe --target-dir $(TARGET_DIR)/probe
+	@scripts/install.sh "$(TARGET_DIR)/probe/release/libmca_coll_hwbarr.so" "$(TARGET_DIR)/probe/components" >/dev/null
+	@mkdir -p build/barrier_osu
+	$(MPICC) -O2 -Wall -o build/barrier_osu/probe-$(OMPI_RELEASE) bench/barrier_osu.c
+	@for i in $$(seq $(PROBE_LAUNCHES)); do \
+	  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --bind-to core \
+	    --mca mca_base_component_path "$(PKGLIBDIR):$(TARGET_DIR)/probe/components" \
+	    build/barrier_osu/probe-$(OMPI_RELEASE) persistent 1000000 1000 || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean

@@ -10,7 +10,7 @@ use crate::comm::{self, Options};
 use crate::ompi::progress;
 use crate::ompi::server::Server;
 use crate::ompi::report::{self, guard, Topic};
-use crate::ompi::{module, node, params};
+use crate::ompi::{module, node, params, probe};
 use crate::p2p::pml::Pml;
 
 /// A C `char[N]` holding `s`, NUL-padded, built at compile time.
@@ -72,6 +72,7 @@ fn component_ptr() -> *const ffi::mca_base_component_t {
 unsafe extern "C" fn close() -> c_int {
     guard("close", ffi::SUCCESS, || {
         progress::shutdown();
+        probe::report();
         ffi::SUCCESS
     })
 }

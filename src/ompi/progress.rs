@@ -11,6 +11,7 @@ use std::sync::{Mutex, TryLockError};
 
 use crate::ompi::ffi;
 use crate::ompi::report::guard;
+use crate::ompi::probe::{self, Point};
 
 /// What progress advances: a module's state with operations in flight.
 pub(crate) trait Watched: Sync {
@@ -74,6 +75,7 @@ unsafe extern "C" fn progress() -> c_int {
     if WATCHING.load(Relaxed) == 0 {
         return 0;
     }
+    probe::stamp(Point::PassIn);
     guard("progress", 0, || {
         let mut events = 0;
         // A panic caught while the lock was held poisons it; the list
@@ -92,6 +94,8 @@ unsafe extern "C" fn progress() -> c_int {
             stays
         });
         WATCHING.store(w.len(), Release);
+        drop(w);
+        probe::stamp(Point::PassOut);
         events
     })
 }

@@ -8,6 +8,7 @@ use std::ptr::null_mut;
 
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::report::guard;
+use crate::ompi::probe::{self, Point};
 use crate::ompi::server::Server;
 use crate::p2p::P2p;
 
@@ -188,6 +189,7 @@ pub unsafe fn barrier_init(st: &Server, comm: *mut OmpiComm, out: &mut *mut Requ
 
 /// MPI_Start / MPI_Startall on our persistent requests.
 unsafe extern "C" fn start(count: usize, reqs: *mut *mut Request) -> c_int {
+    probe::stamp(Point::Started);
     guard("MPI_Start", ffi::ERROR, || {
         for i in 0..count {
             // SAFETY: Open MPI passes `count` of our persistent requests.

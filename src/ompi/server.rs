@@ -16,6 +16,7 @@ use crate::engine::{Outcome, Queue};
 use crate::express::{Express, Polled, Watch};
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::progress::{self, Watched};
+use crate::ompi::probe::{self, Point};
 use crate::p2p::pml::Pml;
 use crate::wait::{self, WaitPolicy};
 
@@ -133,12 +134,16 @@ impl Server {
             return false;
         }
         let t = device::arrive(c, core);
+        probe::stamp(Point::Arrived);
         match device::released(c, t) {
             Ok(false) => {
                 self.express.publish(req, t);
                 self.watch();
             }
-            done => self.finish_express(req, done.map(|_| ()), Finisher::Issuer),
+            done => {
+                self.finish_express(req, done.map(|_| ()), Finisher::Issuer);
+                probe::stamp(Point::DoneAtStart);
+            }
         }
         true
     }
@@ -194,10 +199,13 @@ impl Server {
             // hwbarr's exchanges failed here: every later barrier fails.
             return rc;
         }
-        match c.route() {
+        probe::stamp(Point::BarrierIn);
+        let rc = match c.route() {
             Some(route) if self.express.idle(&self.queued) => code(barrier::run(c, route)),
             _ => self.queued_barrier(),
-        }
+        };
+        probe::stamp(Point::BarrierOut);
+        rc
     }
 
     /// MPI_Barrier behind barriers in flight (queued, or in the express
@@ -239,7 +247,9 @@ impl Watched for Server {
         let mut finished = 0;
         // The express lane without a lock: the common case.
         if let Polled::Claimed(req, outcome) = self.express.poll(|t| device::released(&self.comm, t)) {
+            probe::stamp(Point::Seen);
             self.finish_express(req, outcome, Finisher::Progress);
+            probe::stamp(Point::Completed);
             finished += 1;
         }
         if self.queued.load(SeqCst) {
