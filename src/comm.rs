@@ -370,7 +370,16 @@ impl<P: P2p> Comm<P> {
                 Route::Linear { fallback: true }
             }
             // Rank 0 runs linear: every rank does, every kind of barrier.
-            _ => Route::Linear { fallback: false },
+            _ => {
+                if self.rank == 0 && self.opts.verbose >= 1 {
+                    report::verbose(1, &format!(
+                        "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by linear \
+                         over point-to-point",
+                        self.cid, self.size
+                    ));
+                }
+                Route::Linear { fallback: false }
+            }
         };
         let _ = self.route.set(route);
     }
@@ -381,6 +390,7 @@ impl<P: P2p> Comm<P> {
     /// (`adopt_node_device`).
     pub fn adopt_layout(&self, t: Layout, agreed: Agreed) {
         let _ = self.inter.set(agreed.inter.expect("the layout exchange agrees on the leaders' algorithm"));
+        let nodes = t.leaders.len();
         let _ = self.layout.set(t);
         if let (Some(d), 0) = (&agreed.disagreement, self.rank) {
             report::warn(Topic::Disagreement, &format!("communicator '{}' (cid {}): {d}", self.name(), self.cid));
@@ -399,7 +409,18 @@ impl<P: P2p> Comm<P> {
             }
             (None, Some(core)) => Route::Hier(core),
             // Linear over the whole communicator, every kind of barrier.
-            (None, None) => Route::Linear { fallback: false },
+            (None, None) => {
+                if self.rank == 0 && self.opts.verbose >= 1 {
+                    report::verbose(1, &format!(
+                        "communicator '{}' (cid {}, {} ranks on {nodes} nodes): MPI_Barrier served by linear \
+                         over point-to-point",
+                        self.name(),
+                        self.cid,
+                        self.size
+                    ));
+                }
+                Route::Linear { fallback: false }
+            }
         };
         let _ = self.route.set(route);
     }

@@ -28,10 +28,12 @@ fn fake_nodes_semantics() {
             assert!(job.ok(), "{hosts} {alg}/{inter}\n{}", job.dump());
             assert_eq!(job.stdout().matches("semantics OK").count(), 4, "{}", job.dump());
             assert_eq!(served(&job.stderr(), 0), vec![300; 4], "{hosts} {alg}: hwbarr served world\n{}", job.dump());
-            if alg != "linear" {
-                let nodes = hosts.split(',').count();
-                assert!(job.stderr().contains(&format!("4 ranks on {nodes} nodes")), "{}", job.dump());
-            }
+            let nodes = hosts.split(',').count();
+            let want = match alg {
+                "linear" => format!("4 ranks on {nodes} nodes): MPI_Barrier served by linear over point-to-point"),
+                _ => format!("4 ranks on {nodes} nodes): node of rank 0"),
+            };
+            assert!(job.stderr().contains(&want), "{want}\n{}", job.dump());
         }
     }
 }
