@@ -371,17 +371,25 @@ impl<P: P2p> Comm<P> {
             }
             // Rank 0 runs linear: every rank does, every kind of barrier.
             _ => {
-                if self.rank == 0 && self.opts.verbose >= 1 {
-                    report::verbose(1, &format!(
-                        "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by linear \
-                         over point-to-point",
-                        self.cid, self.size
-                    ));
-                }
+                self.say_linear(", one node");
                 Route::Linear { fallback: false }
             }
         };
         let _ = self.route.set(route);
+    }
+
+    /// Verbose level 1, from rank 0: rank 0 asked for the linear barrier, so
+    /// every rank runs it over point-to-point (`place`: ", one node" or
+    /// " on N nodes", as the other algorithms' lines say).
+    fn say_linear(&self, place: &str) {
+        if self.rank == 0 && self.opts.verbose >= 1 {
+            report::verbose(1, &format!(
+                "communicator '{}' (cid {}, {} ranks{place}): MPI_Barrier served by linear over point-to-point",
+                self.name(),
+                self.cid,
+                self.size
+            ));
+        }
     }
 
     /// Multi-node, first barrier: the layout is known, and rank 0's
@@ -410,15 +418,7 @@ impl<P: P2p> Comm<P> {
             (None, Some(core)) => Route::Hier(core),
             // Linear over the whole communicator, every kind of barrier.
             (None, None) => {
-                if self.rank == 0 && self.opts.verbose >= 1 {
-                    report::verbose(1, &format!(
-                        "communicator '{}' (cid {}, {} ranks on {nodes} nodes): MPI_Barrier served by linear \
-                         over point-to-point",
-                        self.name(),
-                        self.cid,
-                        self.size
-                    ));
-                }
+                self.say_linear(&format!(" on {nodes} nodes"));
                 Route::Linear { fallback: false }
             }
         };

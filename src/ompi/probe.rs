@@ -7,7 +7,7 @@
 //! (docs/benchmarks.md).
 
 /// Where a stamp is taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy)]
 #[cfg_attr(not(feature = "probe"), allow(dead_code))]
 pub(crate) enum Point {
     /// A progress pass claimed an express barrier: its release is seen.
