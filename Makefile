@@ -82,7 +82,8 @@ run: build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	COMPONENT_DIR=$(PRIVATE_DIR) scripts/run.sh
 
-lint: deps
+lint:
+	@scripts/deps.sh test
 	python3 scripts/layers.py --self-test
 	python3 scripts/layers.py
 	$(CARGO) fmt --check
@@ -90,7 +91,6 @@ lint: deps
 	$(CARGO) clippy --release --lib --features probe -- -D warnings
 
 test: lint build
-	@scripts/deps.sh test
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores --test build_abi
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep --test loom_express

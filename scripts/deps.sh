@@ -10,13 +10,14 @@ have_ompi() { command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
 have_clang() { ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; }
 
 # `deps.sh bench` also wants gnuplot for the chart, python3 for the driver
-# and python3's venv for MPICH (below); `deps.sh test` wants Lmod, whose module command the module file
-# test loads hwbarr with.
+# and python3's venv for MPICH (below); `deps.sh test`, for make lint and
+# make test, wants python3 for the layering check (scripts/layers.py) and
+# Lmod, whose module command the module file test loads hwbarr with.
 want=${1:-}
 have_extra() {
   case "$want" in
     bench) command -v gnuplot >/dev/null && command -v python3 >/dev/null && python3 -c 'import ensurepip' 2>/dev/null ;;
-    test) [ -f /usr/share/lmod/lmod/init/bash ] ;;
+    test) command -v python3 >/dev/null && [ -f /usr/share/lmod/lmod/init/bash ] ;;
     *) true ;;
   esac
 }
@@ -65,7 +66,7 @@ if have_ompi && have_clang && have_extra; then ok; fi
 
 case "$want" in
   bench) pkgs="$pkgs gnuplot-nox python3 python3-venv" ;;
-  test) pkgs="$pkgs lmod" ;;
+  test) pkgs="$pkgs python3 lmod" ;;
 esac
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "hwbarr: installing $pkgs (apt-get)"
@@ -78,6 +79,6 @@ have_ompi || echo "hwbarr: Open MPI with component headers not found: install op
 have_clang || echo "hwbarr: libclang not found (bindgen needs it): install libclang-dev (Debian)" >&2
 have_extra || case "$want" in
   bench) echo "hwbarr: make bench needs gnuplot, python3 and its venv module: install gnuplot-nox python3 python3-venv (Debian)" >&2 ;;
-  test) echo "hwbarr: make test needs Lmod for its module file test: install lmod (Debian)" >&2 ;;
+  test) echo "hwbarr: make lint and make test need python3 (the layering check) and Lmod (the module file test): install python3 lmod (Debian)" >&2 ;;
 esac
 exit 1
