@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# scripts/bare-ci.sh [DIR]
+#
+# Runs CI (`bash .ci/run`) as a bare machine would: in a fresh Debian 12
+# chroot that holds only what a "Debian 12 with Rust" machine has (a
+# minimal system, gcc, make, git, and this machine's Rust toolchain,
+# mounted read-only), on a clone of this checkout's HEAD. So an install
+# step that only this machine's hand-installed packages cover fails here,
+# as it would on the next machine; a CI run on this machine cannot show
+# that. Both Open MPI builds run cold (about 45 minutes on 2 cores).
+#
+# DIR (default: a new directory under ${TMPDIR:-/tmp}) receives the chroot;
+# it is removed at the end unless KEEP=1. Needs root, debootstrap (installed
+# with apt-get when missing) and the Debian mirror. The source tarballs of
+# Open MPI 5.0/6.0 are mounted read-only from HWBARR_SHARED (default: the
+# `shared` directory beside this checkout), where .ci/run looks for them.
+# BARE_CMD runs another command in the clone instead (e.g. 'make test').
+set -euo pipefail
+
+# In a mount namespace of its own: the chroot's mounts are never seen
+# outside it and vanish with it, even if this script is killed.
+if [ -z "${HWBARR_BARE_NS:-}" ] && [ "$(id -u)" = 0 ]; then
+  exec env HWBARR_BARE_NS=1 unshare --mount --propagation private "$0" "$@"
+fi
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+shared=$(readlink -f "${HWBARR_SHARED:-$repo/../shared/openmpi}/..")
+rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
+cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+die() { echo "bare-ci: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and mounts)"
+[ -d "$shared/openmpi" ] || die "no Open MPI tarballs in $shared/openmpi (set HWBARR_SHARED to the directory holding them)"
+[ -x "$cargo_bin/cargo" ] && [ -d "$rustup_home/toolchains" ] ||
+  die "no rustup toolchain at $rustup_home with cargo in $cargo_bin (set RUSTUP_HOME and CARGO_HOME)"
+if ! command -v debootstrap >/dev/null; then
+  command -v apt-get >/dev/null || die "debootstrap not found"
+  echo "bare-ci: installing debootstrap (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+fi
+
+dir=${1:-$(mktemp -d "${TMPDIR:-/tmp}/hwbarr-bare.XXXXXX")}
+mkdir -p "$dir"
+root=$(readlink -f "$dir")/root
+[ -e "$root" ] && die "$root exists: give an empty DIR"
+
+mounted=()
+# Unmounts before it removes anything: $root/dev is this machine's /dev.
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+    umount -R "${mounted[$i]}" 2>/dev/null || umount -R -l "${mounted[$i]}" 2>/dev/null || true
+  done
+  if [ -z "${KEEP:-}" ]; then
+    # Only once nothing is mounted below it any more.
+    if ! grep -q " $root/" /proc/self/mounts; then rm -rf "$dir"; else echo "bare-ci: $root still has mounts, left in place" >&2; fi
+  fi
+}
+trap cleanup EXIT
+mnt() { # mnt SOURCE TARGET [ro] [type OPTIONS]
+  mkdir -p "$2"
+  case "${3:-}" in
+    ro) mount --bind "$1" "$2"; mounted+=("$2"); mount -o remount,ro,bind "$2" ;;
+    rbind) mount --rbind "$1" "$2"; mounted+=("$2"); mount --make-rslave "$2" ;;
+    "") mount --bind "$1" "$2"; mounted+=("$2") ;;
+    *) mount -t "$3" -o "${4:-defaults}" "$1" "$2"; mounted+=("$2") ;;
+  esac
+}
+
+echo "bare-ci: debootstrap bookworm into $root (log: $dir/debootstrap.log)"
+debootstrap --variant=minbase --include=gcc,libc6-dev,make,git,ca-certificates \
+  bookworm "$root" "$mirror" >"$dir/debootstrap.log" 2>&1 || die "debootstrap failed (see $dir/debootstrap.log)"
+
+mnt proc "$root/proc" proc
+mnt /sys "$root/sys" rbind
+mnt /dev "$root/dev"
+mnt devpts "$root/dev/pts" devpts newinstance,ptmxmode=0666
+mnt tmpfs "$root/dev/shm" tmpfs size=50%
+mnt "$rustup_home" "$root/root/.rustup" ro
+mnt "$cargo_bin" "$root/root/.cargo/bin" ro
+mnt "$shared" "$root/work/shared" ro
+# This machine's name service and certificate authorities (a proxy may
+# sign the registries' certificates with its own).
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+
+git clone -q "$repo" "$root/work/main"
+cmd=${BARE_CMD:-bash .ci/run}
+echo "bare-ci: $cmd on $(git -C "$repo" log --oneline -1 | cut -c1-60)"
+t0=$(date +%s)
+set +e
+env -i HOME=/root LANG=C.UTF-8 PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+  "$(command -v chroot)" "$root" /bin/bash -c "cd /work/main && $cmd"
+rc=$?
+set -e
+echo "bare-ci: $cmd exited $rc after $(( $(date +%s) - t0 )) s"
+exit $rc
