@@ -82,7 +82,7 @@ mnt "$cargo_bin" "$root/root/.cargo/bin" ro
 mnt "$shared" "$root/work/shared" ro
 # This machine's name service and certificate authorities (a proxy may
 # sign the registries' certificates with its own).
-cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp /etc/resolv.conf /etc/hosts "$root/etc/"
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
 
 git clone -q "$repo" "$root/work/main"
