@@ -12,8 +12,8 @@
 # DIR (default: a new directory under ${TMPDIR:-/tmp}) receives the chroot;
 # it is removed at the end unless KEEP=1. Needs root, debootstrap (installed
 # with apt-get when missing) and the Debian mirror. The source tarballs of
-# Open MPI 5.0/6.0 are mounted read-only from HWBARR_SHARED (default: the
-# `shared` directory beside this checkout), where .ci/run looks for them.
+# Open MPI 5.0/6.0 are mounted read-only from HWBARR_SHARED (default:
+# ../shared/openmpi beside this checkout) where .ci/run looks for them.
 # BARE_CMD runs another command in the clone instead (e.g. 'make test').
 set -euo pipefail
 
@@ -24,14 +24,14 @@ if [ -z "${HWBARR_BARE_NS:-}" ] && [ "$(id -u)" = 0 ]; then
 fi
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=$(readlink -f "${HWBARR_SHARED:-$repo/../shared/openmpi}/..")
+tarballs=$(readlink -f "${HWBARR_SHARED:-$repo/../shared/openmpi}")
 rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 die() { echo "bare-ci: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot and mounts)"
-[ -d "$shared/openmpi" ] || die "no Open MPI tarballs in $shared/openmpi (set HWBARR_SHARED to the directory holding them)"
+ls "$tarballs"/openmpi-*.tar.* >/dev/null 2>&1 || die "no Open MPI tarballs in $tarballs (set HWBARR_SHARED to the directory holding them)"
 [ -x "$cargo_bin/cargo" ] && [ -d "$rustup_home/toolchains" ] ||
   die "no rustup toolchain at $rustup_home with cargo in $cargo_bin (set RUSTUP_HOME and CARGO_HOME)"
 if ! command -v debootstrap >/dev/null; then
@@ -79,15 +79,15 @@ mnt devpts "$root/dev/pts" devpts newinstance,ptmxmode=0666
 mnt tmpfs "$root/dev/shm" tmpfs size=50%
 mnt "$rustup_home" "$root/root/.rustup" ro
 mnt "$cargo_bin" "$root/root/.cargo/bin" ro
-mnt "$shared" "$root/work/shared" ro
+mnt "$tarballs" "$root/work/shared/openmpi" ro
 # This machine's name service and certificate authorities (a proxy may
 # sign the registries' certificates with its own).
 cp /etc/resolv.conf /etc/hosts "$root/etc/"
-cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"; fi
 
 git clone -q "$repo" "$root/work/main"
 cmd=${BARE_CMD:-bash .ci/run}
-echo "bare-ci: $cmd on $(git -C "$repo" log --oneline -1 | cut -c1-60)"
+echo "bare-ci: running '$cmd' on $(git -C "$repo" log --oneline -1 | cut -c1-60)"
 t0=$(date +%s)
 set +e
 env -i HOME=/root LANG=C.UTF-8 PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -95,5 +95,5 @@ env -i HOME=/root LANG=C.UTF-8 PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/
   "$(command -v chroot)" "$root" /bin/bash -c "cd /work/main && $cmd"
 rc=$?
 set -e
-echo "bare-ci: $cmd exited $rc after $(( $(date +%s) - t0 )) s"
+echo "bare-ci: exited $rc after $(( $(date +%s) - t0 )) s"
 exit $rc
