@@ -18,7 +18,8 @@
 #                   mode at 2 ranks bound apart, PROBE_LAUNCHES launches (default 3)
 # OMPI_PREFIX=<prefix> builds and tests against the Open MPI installed there
 # (e.g. one built by scripts/build-ompi.sh) instead of the one on PATH.
-# Prerequisites (Open MPI 4.1 + headers, libclang) are installed with
+# Prerequisites (Open MPI 4.1 + headers, libclang; python3 for lint and test,
+# Lmod for test, gnuplot and python3-venv for bench) are installed with
 # apt-get when run as root on Debian (scripts/deps.sh).
 
 CARGO ?= cargo
@@ -82,8 +83,8 @@ run: build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	COMPONENT_DIR=$(PRIVATE_DIR) scripts/run.sh
 
-lint:
-	@scripts/deps.sh test
+lint: deps
+	@scripts/deps.sh lint
 	python3 scripts/layers.py --self-test
 	python3 scripts/layers.py
 	$(CARGO) fmt --check
@@ -91,6 +92,7 @@ lint:
 	$(CARGO) clippy --release --lib --features probe -- -D warnings
 
 test: lint build
+	@scripts/deps.sh test
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
 	$(CARGO) test --release --lib --test model_cores --test build_abi
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep --test loom_express

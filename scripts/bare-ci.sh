@@ -9,8 +9,9 @@
 # as it would on the next machine; a CI run on this machine cannot show
 # that. Both Open MPI builds run cold (about 45 minutes on 2 cores).
 #
-# DIR (default: a new directory under ${TMPDIR:-/tmp}) receives the chroot;
-# it is removed at the end unless KEEP=1. Needs root, debootstrap (installed
+# DIR (default: a new directory under ${TMPDIR:-/tmp}; if given, it must be
+# empty or not exist yet) receives the chroot in DIR/root and its log; it
+# is removed at the end unless KEEP=1. Needs root, debootstrap (installed
 # with apt-get when missing) and the Debian mirror. The source tarballs of
 # Open MPI 5.0/6.0 are mounted read-only from HWBARR_SHARED (default:
 # ../shared/openmpi beside this checkout) where .ci/run looks for them.
@@ -20,11 +21,11 @@ set -euo pipefail
 # In a mount namespace of its own: the chroot's mounts are never seen
 # outside it and vanish with it, even if this script is killed.
 if [ -z "${HWBARR_BARE_NS:-}" ] && [ "$(id -u)" = 0 ]; then
-  exec env HWBARR_BARE_NS=1 unshare --mount --propagation private "$0" "$@"
+  exec env HWBARR_BARE_NS=1 unshare --mount --propagation private bash "$(readlink -f "$0")" "$@"
 fi
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-tarballs=$(readlink -f "${HWBARR_SHARED:-$repo/../shared/openmpi}")
+tarballs=$(readlink -m "${HWBARR_SHARED:-$repo/../shared/openmpi}")
 rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -37,34 +38,50 @@ ls "$tarballs"/openmpi-*.tar.* >/dev/null 2>&1 || die "no Open MPI tarballs in $
 if ! command -v debootstrap >/dev/null; then
   command -v apt-get >/dev/null || die "debootstrap not found"
   echo "bare-ci: installing debootstrap (apt-get)"
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 fi
 
-dir=${1:-$(mktemp -d "${TMPDIR:-/tmp}/hwbarr-bare.XXXXXX")}
-mkdir -p "$dir"
-root=$(readlink -f "$dir")/root
-[ -e "$root" ] && die "$root exists: give an empty DIR"
+if [ -n "${1:-}" ]; then
+  if [ -e "$1" ] && { [ ! -d "$1" ] || [ -n "$(ls -A "$1")" ]; }; then
+    die "$1 is not an empty directory: give an empty or new DIR"
+  fi
+  mkdir -p "$1"
+fi
+dir=$(readlink -f "${1:-$(mktemp -d "${TMPDIR:-/tmp}/hwbarr-bare.XXXXXX")}")
+root=$dir/root
+mkdir "$root"
 
-mounted=()
-# Unmounts before it removes anything: $root/dev is this machine's /dev.
+# The chroot is a mount point of its own, so that one recursive unmount
+# takes whatever is mounted below it, by this script or by debootstrap.
+mount --bind "$root" "$root"
+# Stops what still runs in the chroot and unmounts before it removes
+# anything: $root/dev is this machine's /dev.
 cleanup() {
-  local i
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-    umount -R "${mounted[$i]}" 2>/dev/null || umount -R -l "${mounted[$i]}" 2>/dev/null || true
+  local p
+  trap - EXIT INT TERM HUP
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && kill -9 "${p#/proc/}" 2>/dev/null || true
   done
-  if [ -z "${KEEP:-}" ]; then
-    # Only once nothing is mounted below it any more.
-    if ! grep -q " $root/" /proc/self/mounts; then rm -rf "$dir"; else echo "bare-ci: $root still has mounts, left in place" >&2; fi
+  sleep 1
+  umount -R "$root" 2>/dev/null || umount -R -l "$root" 2>/dev/null || true
+  if [ "${KEEP:-}" != 1 ]; then
+    if grep -qF " $root" /proc/self/mounts; then
+      echo "bare-ci: $root still has mounts, left in place" >&2
+    else
+      rm -rf --one-file-system "$dir"
+    fi
   fi
 }
 trap cleanup EXIT
-mnt() { # mnt SOURCE TARGET [ro] [type OPTIONS]
+trap 'exit 130' INT TERM HUP
+mnt() { # mnt SOURCE TARGET [ro | rbind | TYPE OPTIONS]
   mkdir -p "$2"
   case "${3:-}" in
-    ro) mount --bind "$1" "$2"; mounted+=("$2"); mount -o remount,ro,bind "$2" ;;
-    rbind) mount --rbind "$1" "$2"; mounted+=("$2"); mount --make-rslave "$2" ;;
-    "") mount --bind "$1" "$2"; mounted+=("$2") ;;
-    *) mount -t "$3" -o "${4:-defaults}" "$1" "$2"; mounted+=("$2") ;;
+    ro) mount --bind "$1" "$2"; mount -o remount,ro,bind "$2" ;;
+    rbind) mount --rbind "$1" "$2"; mount --make-rslave "$2" ;;
+    "") mount --bind "$1" "$2" ;;
+    *) mount -t "$3" -o "${4:-defaults}" "$1" "$2" ;;
   esac
 }
 

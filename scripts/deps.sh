@@ -10,14 +10,19 @@ have_ompi() { command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
 have_clang() { ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; }
 
 # `deps.sh bench` also wants gnuplot for the chart, python3 for the driver
-# and python3's venv for MPICH (below); `deps.sh test`, for make lint and
-# make test, wants python3 for the layering check (scripts/layers.py) and
-# Lmod, whose module command the module file test loads hwbarr with.
+# and python3's venv for MPICH (below); `deps.sh lint` python3 for the
+# layering check (scripts/layers.py); `deps.sh test` that and Lmod, whose
+# module command the module file test loads hwbarr with.
 want=${1:-}
+have_python() { command -v python3 >/dev/null; }
+have_lmod() { [ -f /usr/share/lmod/lmod/init/bash ]; }
+have_plot() { command -v gnuplot >/dev/null; }
+have_venv() { have_python && python3 -c 'import ensurepip' 2>/dev/null; }
 have_extra() {
   case "$want" in
-    bench) command -v gnuplot >/dev/null && command -v python3 >/dev/null && python3 -c 'import ensurepip' 2>/dev/null ;;
-    test) command -v python3 >/dev/null && [ -f /usr/share/lmod/lmod/init/bash ] ;;
+    bench) have_plot && have_venv ;;
+    lint) have_python ;;
+    test) have_python && have_lmod ;;
     *) true ;;
   esac
 }
@@ -58,16 +63,19 @@ if [ -n "${OMPI_PREFIX:-}" ]; then
     echo "hwbarr: the Open MPI ${v:+$v }at $OMPI_PREFIX has no component headers (ompi/mca/coll/coll.h): rebuild it with configure --with-devel-headers, or with scripts/build-ompi.sh TARBALL $OMPI_PREFIX (which also adds the headers --with-devel-headers forgets)" >&2
     exit 1
   fi
-  pkgs="libclang-dev"
-else
-  pkgs="openmpi-bin libopenmpi-dev libclang-dev"
 fi
 if have_ompi && have_clang && have_extra; then ok; fi
 
+# Only what is missing: never Debian's Open MPI beside another on PATH.
+pkgs=""
+have_ompi || pkgs="$pkgs openmpi-bin libopenmpi-dev"
+have_clang || pkgs="$pkgs libclang-dev"
 case "$want" in
-  bench) pkgs="$pkgs gnuplot-nox python3 python3-venv" ;;
-  test) pkgs="$pkgs python3 lmod" ;;
+  bench) have_plot || pkgs="$pkgs gnuplot-nox"; have_venv || pkgs="$pkgs python3 python3-venv" ;;
+  lint) have_python || pkgs="$pkgs python3" ;;
+  test) have_python || pkgs="$pkgs python3"; have_lmod || pkgs="$pkgs lmod" ;;
 esac
+pkgs=${pkgs# }
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "hwbarr: installing $pkgs (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
@@ -79,6 +87,7 @@ have_ompi || echo "hwbarr: Open MPI with component headers not found: install op
 have_clang || echo "hwbarr: libclang not found (bindgen needs it): install libclang-dev (Debian)" >&2
 have_extra || case "$want" in
   bench) echo "hwbarr: make bench needs gnuplot, python3 and its venv module: install gnuplot-nox python3 python3-venv (Debian)" >&2 ;;
-  test) echo "hwbarr: make lint and make test need python3 (the layering check) and Lmod (the module file test): install python3 lmod (Debian)" >&2 ;;
+  lint) echo "hwbarr: make lint needs python3 (the layering check): install python3 (Debian)" >&2 ;;
+  test) echo "hwbarr: make test needs python3 (the layering check) and Lmod (the module file test): install python3 lmod (Debian)" >&2 ;;
 esac
 exit 1
