@@ -7,7 +7,8 @@
 # mounted read-only), on a clone of this checkout's HEAD. So an install
 # step that only this machine's hand-installed packages cover fails here,
 # as it would on the next machine; a CI run on this machine cannot show
-# that. Both Open MPI builds run cold (about 45 minutes on 2 cores).
+# that. Both Open MPI builds run cold (the whole run took 32 minutes on 2
+# cores, docs/testing.md).
 #
 # DIR (default: a new directory under ${TMPDIR:-/tmp}; if given, it must be
 # empty or not exist yet) receives the chroot in DIR/root and its log; it

@@ -66,7 +66,8 @@ if [ -n "${OMPI_PREFIX:-}" ]; then
 fi
 if have_ompi && have_clang && have_extra; then ok; fi
 
-# Only what is missing: never Debian's Open MPI beside another on PATH.
+# Only what is missing: an Open MPI or libclang that passed its check is
+# not installed again.
 pkgs=""
 have_ompi || pkgs="$pkgs openmpi-bin libopenmpi-dev"
 have_clang || pkgs="$pkgs libclang-dev"
