@@ -211,6 +211,7 @@ impl<P: P2p> DeviceExchange<P> {
     fn decide(&mut self) -> Result<(), c_int> {
         let mut verdict = self.outcome.take().expect("creator outcome");
         let mut algs = vec![(self.members[0], self.settings.algorithm)];
+        let mut other_version = false;
         for q in 1..self.members.len() {
             let a = self.flight.take(self.answers[q - 1]);
             let peer = self.members[q];
@@ -219,10 +220,13 @@ impl<P: P2p> DeviceExchange<P> {
                     report::warn(Topic::NotHwbarr, &words::stranger(peer));
                     return Err(ERROR);
                 }
-                Greeting::Version(v) => {
+                // The first peer that differs is named.
+                Greeting::Version(v) if !other_version => {
+                    other_version = true;
                     verdict = Err(format!("rank {peer} runs hwbarr protocol {v}, rank 0 protocol {}", words::protocol()));
                     continue;
                 }
+                Greeting::Version(_) => continue,
                 Greeting::Ours => {}
             }
             if let Some(s) = Settings::from_words(&a[2..]) {
@@ -344,18 +348,20 @@ mod tests {
     /// Runs the exchange among `algs.len()` ranks (rank r asking for
     /// `algs[r]`) to its end on every rank.
     fn exchange(algs: &[Algorithm]) -> Vec<(Agreed, Option<Segment>)> {
-        exchange_versions(algs, None)
+        exchange_versions(algs, &[])
     }
 
-    /// As `exchange`, with rank `other.0` speaking protocol `other.1`.
-    fn exchange_versions(algs: &[Algorithm], other: Option<(usize, u64)>) -> Vec<(Agreed, Option<Segment>)> {
+    /// As `exchange`, with the ranks in `others` speaking the next protocol.
+    fn exchange_versions(algs: &[Algorithm], others: &[usize]) -> Vec<(Agreed, Option<Segment>)> {
         let n = algs.len();
         let algs = algs.to_vec();
+        let others = others.to_vec();
         mem::run(mem::network(&vec!["a"; n]), move |ep| {
             let me = ep.rank() as usize;
-            if let Some((r, v)) = other.filter(|&(r, _)| r == me) {
+            if others.contains(&me) {
+                let v = words::PROTOCOL + 1;
                 words::TEST_PROTOCOL.with(|p| p.set(Some(v)));
-                assert_eq!(words::protocol(), v, "rank {r}");
+                assert_eq!(words::protocol(), v, "rank {me}");
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
             let s = Settings { algorithm: algs[me], inter: None };
@@ -386,16 +392,17 @@ mod tests {
         assert_eq!(segs[3].counters()[0].load(SeqCst), 0);
     }
 
-    /// A rank with another protocol version, rank 0 or a peer: every rank
-    /// falls back, and rank 0 (which speaks for the communicator) says why.
+    /// Ranks with another protocol version, rank 0 or peers: every rank
+    /// falls back, and rank 0 (which speaks for the communicator) says why,
+    /// naming the first peer that differs.
     #[test]
     fn another_protocol_version_makes_every_rank_fall_back() {
-        for odd in [0, 2] {
-            let out = exchange_versions(&[Algorithm::Counter; 3], Some((odd, 2)));
+        for (others, named) in [(&[0][..], "rank 1 runs"), (&[2], "rank 2 runs"), (&[2, 3], "rank 2 runs")] {
+            let out = exchange_versions(&[Algorithm::Counter; 4], others);
             for (r, (a, seg)) in out.iter().enumerate() {
                 match (&a.fallback, seg) {
-                    (Some(why), None) => assert!(r > 0 || why.contains("protocol"), "rank {r}: {why}"),
-                    _ => panic!("rank {r} did not fall back (protocol 2 on rank {odd})"),
+                    (Some(why), None) => assert!(r > 0 || why.contains(named), "rank {r}: {why} ({others:?})"),
+                    _ => panic!("rank {r} did not fall back (next protocol on ranks {others:?})"),
                 }
             }
         }
