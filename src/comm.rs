@@ -20,24 +20,6 @@ use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
 use crate::wait::{Crowd, WaitPolicy};
 
-/// Largest communicator `auto` gives the line barrier (`core::line`): all
-/// its wires share one line, so every arrival takes that line from every
-/// waiter; above a cache domain's worth of ranks the toggle barrier's bank
-/// tree (one bank per L3 domain, `topology`) keeps lines within domains.
-/// Measured on 2 cores (docs/benchmarks.md): at 2 ranks line 0.051 µs,
-/// counter 0.071, toggle 0.086; at 4 and 8 (oversubscribed) the three are
-/// within a few percent of each other, the scheduler's hand-offs dominating.
-pub const AUTO_LINE_MAX_RANKS: usize = 8;
-
-/// `auto`: the algorithm for a communicator of `size` ranks on one node.
-pub fn choose(requested: Algorithm, size: usize) -> Algorithm {
-    match requested {
-        Algorithm::Auto if size <= AUTO_LINE_MAX_RANKS => Algorithm::Line,
-        Algorithm::Auto => Algorithm::Toggle,
-        a => a,
-    }
-}
-
 /// The barriers of the shared-memory device (`core`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Core {
@@ -189,18 +171,23 @@ impl<P: P2p> Comm<P> {
     }
 
     /// The algorithm this rank runs: the agreed one, or until then its own
-    /// (resolved from `auto`).
+    /// (`auto` resolved by the communicator's size).
     pub fn algorithm(&self) -> Algorithm {
         match self.route() {
             Some(Route::Device(c) | Route::Hier(c)) => c.algorithm(),
             Some(Route::Linear { .. }) => Algorithm::Linear,
-            None => choose(self.opts.requested, self.size as usize),
+            None => self.opts.requested.for_node(self.size as usize),
         }
     }
 
-    /// What this rank brings to the first exchange.
+    /// What this rank brings to the first exchange. One node: `auto`
+    /// resolved by the communicator's size, which is the node's. Spanning
+    /// nodes: as requested, since the node sizes are known only once the
+    /// layout exchange has run; rank 0 resolves it there by the most
+    /// populous node (`exchange::layout`).
     pub fn settings(&self) -> Settings {
-        Settings { algorithm: choose(self.opts.requested, self.size as usize), inter: self.opts.inter }
+        let algorithm = if self.multi_node { self.opts.requested } else { self.opts.requested.for_node(self.size as usize) };
+        Settings { algorithm, inter: self.opts.inter }
     }
 
     pub fn is_multi_node(&self) -> bool {
@@ -339,7 +326,7 @@ impl<P: P2p> Comm<P> {
             (Some(seg), Some(core), _) => {
                 if self.rank == 0 && self.opts.verbose >= 1 {
                     let alg = match self.opts.requested {
-                        Algorithm::Auto if alg == choose(Algorithm::Auto, self.size as usize) => {
+                        Algorithm::Auto if alg == Algorithm::Auto.for_node(self.size as usize) => {
                             format!("{alg} (auto: {} ranks, {})", self.size, self.waiting())
                         }
                         _ => format!("{alg} ({})", self.waiting()),
@@ -438,7 +425,11 @@ impl<P: P2p> Comm<P> {
                     _ => String::new(),
                 };
                 let _ = self.seg.set(seg);
-                format!("{} on shared memory ({}{tree})", self.algorithm(), self.waiting())
+                let auto = match self.opts.requested {
+                    Algorithm::Auto => format!(" (auto: {} ranks on the most populous node)", t.largest),
+                    _ => String::new(),
+                };
+                format!("{}{auto} on shared memory ({}{tree})", self.algorithm(), self.waiting())
             }
             // No segment: the local phases run over point-to-point.
             Some(Err(why)) => {

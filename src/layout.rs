@@ -16,6 +16,13 @@ pub struct Layout {
     pub leaders: Vec<c_int>,
     /// Our node's index in `leaders`.
     pub node: usize,
+    /// Ranks on the most populous node (`auto` resolves by it).
+    pub largest: usize,
+}
+
+/// Ranks on the most populous node, from the node id of every rank.
+pub fn most_populous(nodes: &[u32]) -> usize {
+    nodes.iter().map(|n| nodes.iter().filter(|&m| m == n).count()).max().unwrap_or(0)
 }
 
 impl Layout {
@@ -26,6 +33,7 @@ impl Layout {
             me: rank as usize,
             leaders: vec![0],
             node: 0,
+            largest: size as usize,
         }
     }
 
@@ -46,6 +54,7 @@ impl Layout {
             node: seen.iter().position(|&n| n == mine).expect("own node"),
             local,
             leaders,
+            largest: most_populous(nodes),
         }
     }
 

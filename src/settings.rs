@@ -82,11 +82,33 @@ pub enum Algorithm {
     Line,
 }
 
+/// Largest node `auto` gives the line barrier (`core::line`): all its
+/// wires share one line, so every arrival takes that line from every
+/// waiter; above a cache domain's worth of ranks the toggle barrier's bank
+/// tree (one bank per L3 domain, `topology`) keeps lines within domains.
+/// Measured on 2 cores (docs/benchmarks.md): at 2 ranks line 0.051 µs,
+/// counter 0.071, toggle 0.086; at 4 and 8 (oversubscribed) the three are
+/// within a few percent of each other, the scheduler's hand-offs dominating.
+pub const AUTO_LINE_MAX_RANKS: usize = 8;
+
+impl Algorithm {
+    /// `auto` resolved for a node of `ranks` ranks (for a communicator
+    /// spanning nodes: its most populous node, so that every node runs the
+    /// same core); any other value as it is.
+    pub fn for_node(self, ranks: usize) -> Algorithm {
+        match self {
+            Algorithm::Auto if ranks <= AUTO_LINE_MAX_RANKS => Algorithm::Line,
+            Algorithm::Auto => Algorithm::Toggle,
+            a => a,
+        }
+    }
+}
+
 impl Setting for Algorithm {
     const PARAM: &'static str = "algorithm";
     const WHAT: &'static str = "Barrier algorithm";
     const CHOICES: &'static [Choice<Self>] = &[
-        Choice { name: c"auto", help: "line up to 8 ranks, toggle above", value: Algorithm::Auto },
+        Choice { name: c"auto", help: "line up to 8 ranks on a node, toggle above", value: Algorithm::Auto },
         Choice { name: c"toggle", help: "TUC toggle-wire barrier on shared memory", value: Algorithm::Toggle },
         Choice { name: c"counter", help: "Blue Gene DMA-counter barrier on shared memory", value: Algorithm::Counter },
         Choice { name: c"linear", help: "coll/basic's linear barrier over point-to-point", value: Algorithm::Linear },

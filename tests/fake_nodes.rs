@@ -104,3 +104,23 @@ fn fake_nodes_lazy_add_procs_and_async_modex() {
         return;
     }
 }
+
+/// `auto` across nodes follows the most populous node, not the
+/// communicator's size: 10 ranks on two fake nodes of 5 run the line
+/// barrier on each node (by the communicator's size, 10 ranks, it would be
+/// the toggle tree), and barrier semantics hold.
+#[test]
+fn fake_nodes_auto_follows_the_node_size() {
+    let b = board();
+    let job = fake_nodes(
+        "nodea:5,nodeb:5",
+        &[("coll_hwbarr_verbose", "1")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &["semantics", "40"],
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 10, "{}", job.dump());
+    let want = "10 ranks on 2 nodes): node of rank 0: 5 ranks, line (auto: 5 ranks on the most populous node) on shared memory";
+    assert!(job.stderr().contains(want), "{want}\n{}", job.dump());
+}

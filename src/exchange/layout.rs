@@ -1,7 +1,8 @@
 //! Finding a communicator's node layout on its first barrier, when it
 //! spans nodes: every rank sends its host name and settings to rank 0,
 //! which answers each with every rank's node id and the settings every
-//! rank adopts (`words`). Rank 0 hears from all before anyone hears back,
+//! rank adopts (`words`): rank 0's, with `auto` resolved by the most
+//! populous node. Rank 0 hears from all before anyone hears back,
 //! so the exchange is itself a barrier.
 
 use std::ffi::c_int;
@@ -10,7 +11,7 @@ use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;
 use crate::barrier::inter::{self, InterAlgorithm};
-use crate::layout::Layout;
+use crate::layout::{self, Layout};
 use crate::ompi::report::{self, Topic};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
@@ -112,8 +113,14 @@ impl<P: P2p> LayoutExchange<P> {
             self.names.iter().map(|w| w[1..1 + NAME_WORDS].iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
         let ids = node_ids(&names);
         let nodes = ids.iter().collect::<std::collections::HashSet<_>>().len();
-        let settings: Vec<Settings> =
-            self.names.iter().map(|w| Settings::from_words(&w[1 + NAME_WORDS..]).unwrap_or(self.settings)).collect();
+        // `auto` by the most populous node: one core for every node.
+        let largest = layout::most_populous(&ids);
+        let settings: Vec<Settings> = self
+            .names
+            .iter()
+            .map(|w| Settings::requested_from_words(&w[1 + NAME_WORDS..]).unwrap_or(self.settings))
+            .map(|s| Settings { algorithm: s.algorithm.for_node(largest), ..s })
+            .collect();
         let algs: Vec<(c_int, Algorithm)> = settings.iter().enumerate().map(|(q, s)| (q as c_int, s.algorithm)).collect();
         let inters: Vec<(c_int, InterAlgorithm)> =
             settings.iter().enumerate().map(|(q, s)| (q as c_int, inter::choose(s.inter, nodes))).collect();
@@ -255,6 +262,53 @@ mod exchange_tests {
         assert!(out[0].1.disagreement.as_ref().unwrap().contains("dissemination on rank 2"));
     }
 
+    /// The layout exchange on `hosts` (rank r on `hosts[r]`), rank r
+    /// asking for `algs[r]`: what each rank agreed.
+    fn agree(hosts: &[&'static str], algs: &[Algorithm]) -> Vec<Agreed> {
+        let n = hosts.len() as c_int;
+        let algs = algs.to_vec();
+        let out = mem::run(mem::network(hosts), move |ep| {
+            let r = ep.rank();
+            let s = Settings { algorithm: algs[r as usize], inter: None };
+            let mut x = LayoutExchange::start(ep, r, n, s, Lookout::new(None)).unwrap();
+            loop {
+                if let Some(done) = x.poll().unwrap() {
+                    return done;
+                }
+                std::thread::yield_now();
+            }
+        });
+        out.into_iter().map(|(_, a)| a).collect()
+    }
+
+    /// `auto` follows the most populous node, not the communicator's size:
+    /// 10 ranks on two nodes of 5 run the line barrier, 9 + 1 the toggle
+    /// tree; every rank agrees on rank 0's resolved choice.
+    #[test]
+    fn auto_is_resolved_by_the_most_populous_node() {
+        use Algorithm::{Auto, Line, Toggle};
+        let five_five = ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"];
+        let nine_one = ["a", "a", "a", "a", "a", "b", "a", "a", "a", "a"];
+        for (hosts, want) in [(five_five, Line), (nine_one, Toggle)] {
+            let out = agree(&hosts, &[Auto; 10]);
+            assert!(out.iter().all(|a| a.algorithm == want && a.fallback.is_none()), "{want}: {out:?}");
+            assert!(out[0].disagreement.is_none(), "{want}: {out:?}");
+        }
+        // A rank that names what `auto` resolves to agrees with it.
+        let mut algs = [Auto; 10];
+        algs[3] = Line;
+        let out = agree(&five_five, &algs);
+        assert!(out.iter().all(|a| a.algorithm == Line) && out[0].disagreement.is_none(), "{out:?}");
+        // Rank 0's explicit choice wins over the others' `auto`, and is
+        // named as a disagreement with what theirs resolved to.
+        let mut algs = [Auto; 10];
+        algs[0] = Toggle;
+        let out = agree(&five_five, &algs);
+        assert!(out.iter().all(|a| a.algorithm == Toggle), "{out:?}");
+        let d = out[0].disagreement.as_deref().expect("rank 0 names the disagreement");
+        assert!(d.contains("toggle on rank 0") && d.contains("line on ranks 1, 2"), "{d}");
+    }
+
     /// A rank with another protocol version (rank 0 or another): every rank
     /// learns the layout and falls back.
     #[test]
@@ -263,7 +317,7 @@ mod exchange_tests {
             let out = mem::run(mem::network(&["a", "b", "a", "b"]), move |ep| {
                 let r = ep.rank();
                 if r == odd {
-                    words::TEST_PROTOCOL.with(|p| p.set(Some(2)));
+                    words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
                 }
                 let s = Settings { algorithm: Algorithm::Counter, inter: None };
                 let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();

@@ -20,7 +20,10 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 
 /// The first exchange's format. Ranks that differ fall back together; a
 /// later version must keep the first messages' sizes and this word first.
-pub const PROTOCOL: u64 = 1;
+/// Version 2: a rank's first message in the layout exchange carries its
+/// local algorithm as requested, `auto` included (version 1 resolved it by
+/// the communicator's size).
+pub const PROTOCOL: u64 = 2;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
 /// This rank's protocol version: `PROTOCOL`; in unit tests, where threads
@@ -62,8 +65,10 @@ pub fn greeting(w: u64) -> Greeting {
     }
 }
 
-/// One rank's settings: the local algorithm (resolved from `auto`) and the
-/// leaders' algorithm as requested (`None`: auto).
+/// One rank's settings: the local algorithm and the leaders' algorithm as
+/// requested (`None`: auto). The local algorithm is resolved from `auto`
+/// before it is sent, except in a rank's first message of the layout
+/// exchange (`requested_from_words`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
     pub algorithm: Algorithm,
@@ -79,12 +84,18 @@ impl Settings {
         [self.algorithm.index() as u64, self.inter.index() as u64]
     }
 
-    /// None: words no rank of this version sends (an algorithm is always
-    /// resolved from `auto` before it is sent).
+    /// None: words no rank of this version sends (the local algorithm
+    /// resolved from `auto`).
     pub fn from_words(w: &[u64]) -> Option<Settings> {
+        Self::requested_from_words(w).filter(|s| s.algorithm != Algorithm::Auto)
+    }
+
+    /// As `from_words`, `auto` allowed: a rank's first message of the
+    /// layout exchange, which rank 0 resolves once it knows the nodes.
+    pub fn requested_from_words(w: &[u64]) -> Option<Settings> {
         let algorithm = Algorithm::from_index(usize::try_from(*w.first()?).ok()?)?;
         let inter = Option::<InterAlgorithm>::from_index(usize::try_from(*w.get(1)?).ok()?)?;
-        (algorithm != Algorithm::Auto).then_some(Settings { algorithm, inter })
+        Some(Settings { algorithm, inter })
     }
 }
 
@@ -140,7 +151,11 @@ mod tests {
                 assert_eq!(Settings::from_words(&s.words()), Some(s));
             }
         }
+        // `auto` (index 0) only where it is requested: a layout exchange's
+        // first message.
         assert_eq!(Settings::from_words(&[0, 0]), None);
+        assert_eq!(Settings::requested_from_words(&[0, 0]), Some(Settings { algorithm: Algorithm::Auto, inter: None }));
+        assert_eq!(Settings::requested_from_words(&[99, 0]), None);
         assert_eq!(greeting(hello()), Greeting::Ours);
         assert_eq!(greeting(0), Greeting::Stranger);
         assert_eq!(greeting((MAGIC << 32) | 7), Greeting::Version(7));
