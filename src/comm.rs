@@ -71,7 +71,7 @@ pub enum Route {
 /// What a communicator's barriers are asked to do (its parameters).
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    /// The `algorithm` parameter (`auto` is resolved by size).
+    /// The `algorithm` parameter (`auto` is resolved by the node's size).
     pub requested: Algorithm,
     /// The `inter` parameter (None: auto by node count).
     pub inter: Option<InterAlgorithm>,
