@@ -171,12 +171,12 @@ impl<P: P2p> Comm<P> {
     }
 
     /// The algorithm this rank runs: the agreed one, or until then its own
-    /// (`auto` resolved by the communicator's size).
+    /// as it brings it to the first exchange (`settings`).
     pub fn algorithm(&self) -> Algorithm {
         match self.route() {
             Some(Route::Device(c) | Route::Hier(c)) => c.algorithm(),
             Some(Route::Linear { .. }) => Algorithm::Linear,
-            None => self.opts.requested.for_node(self.size as usize),
+            None => self.settings().algorithm,
         }
     }
 
@@ -426,7 +426,9 @@ impl<P: P2p> Comm<P> {
                 };
                 let _ = self.seg.set(seg);
                 let auto = match self.opts.requested {
-                    Algorithm::Auto => format!(" (auto: {} ranks on the most populous node)", t.largest),
+                    Algorithm::Auto if self.algorithm() == Algorithm::Auto.for_node(t.largest) => {
+                        format!(" (auto: {} ranks on the most populous node)", t.largest)
+                    }
                     _ => String::new(),
                 };
                 format!("{}{auto} on shared memory ({}{tree})", self.algorithm(), self.waiting())

@@ -22,7 +22,11 @@ pub struct Layout {
 
 /// Ranks on the most populous node, from the node id of every rank.
 pub fn most_populous(nodes: &[u32]) -> usize {
-    nodes.iter().map(|n| nodes.iter().filter(|&m| m == n).count()).max().unwrap_or(0)
+    let mut count = std::collections::HashMap::new();
+    for n in nodes {
+        *count.entry(n).or_insert(0usize) += 1;
+    }
+    count.into_values().max().unwrap_or(0)
 }
 
 impl Layout {

@@ -113,12 +113,17 @@ impl<P: P2p> LayoutExchange<P> {
             self.names.iter().map(|w| w[1..1 + NAME_WORDS].iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
         let ids = node_ids(&names);
         let nodes = ids.iter().collect::<std::collections::HashSet<_>>().len();
-        // `auto` by the most populous node: one core for every node.
+        // `auto` resolved once, by the most populous node, for every node.
+        // A rank of another protocol version is left out of the comparison:
+        // its words may mean something else, and every rank falls back.
         let largest = layout::most_populous(&ids);
         let settings: Vec<Settings> = self
             .names
             .iter()
-            .map(|w| Settings::requested_from_words(&w[1 + NAME_WORDS..]).unwrap_or(self.settings))
+            .map(|w| match words::greeting(w[0]) {
+                Greeting::Ours => Settings::requested_from_words(&w[1 + NAME_WORDS..]).unwrap_or(self.settings),
+                _ => self.settings,
+            })
             .map(|s| Settings { algorithm: s.algorithm.for_node(largest), ..s })
             .collect();
         let algs: Vec<(c_int, Algorithm)> = settings.iter().enumerate().map(|(q, s)| (q as c_int, s.algorithm)).collect();
@@ -213,6 +218,7 @@ mod tests {
         assert_eq!(ids, vec![0, 1, 1, 2]);
         let t = Layout::from_nodes(&ids, 2);
         assert_eq!((t.local.clone(), t.me, t.leaders.clone(), t.node), (vec![1, 2], 1, vec![0, 1, 3], 1));
+        assert_eq!(t.largest, 2);
         assert!(!t.is_leader());
         let t = Layout::from_nodes(&ids, 3);
         assert_eq!((t.local.clone(), t.me, t.node), (vec![3], 0, 2));
@@ -289,8 +295,9 @@ mod exchange_tests {
         use Algorithm::{Auto, Line, Toggle};
         let five_five = ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"];
         let nine_one = ["a", "a", "a", "a", "a", "b", "a", "a", "a", "a"];
-        for (hosts, want) in [(five_five, Line), (nine_one, Toggle)] {
-            let out = agree(&hosts, &[Auto; 10]);
+        let eight_one = ["a", "a", "a", "a", "a", "b", "a", "a", "a"];
+        for (hosts, want) in [(&five_five[..], Line), (&nine_one, Toggle), (&eight_one, Line)] {
+            let out = agree(hosts, &vec![Auto; hosts.len()]);
             assert!(out.iter().all(|a| a.algorithm == want && a.fallback.is_none()), "{want}: {out:?}");
             assert!(out[0].disagreement.is_none(), "{want}: {out:?}");
         }
@@ -307,6 +314,31 @@ mod exchange_tests {
         assert!(out.iter().all(|a| a.algorithm == Toggle), "{out:?}");
         let d = out[0].disagreement.as_deref().expect("rank 0 names the disagreement");
         assert!(d.contains("toggle on rank 0") && d.contains("line on ranks 1, 2"), "{d}");
+    }
+
+    /// A rank of another protocol version is not compared: its words may
+    /// mean something else (here: version 1 resolved `auto` by the
+    /// communicator's size, toggle at 10 ranks, where 5 + 5 gives line).
+    #[test]
+    fn another_version_is_not_named_as_a_disagreement() {
+        let hosts = ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"];
+        let out = mem::run(mem::network(&hosts), |ep| {
+            let r = ep.rank();
+            let mut alg = Algorithm::Auto;
+            if r == 3 {
+                words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
+                alg = Algorithm::Toggle;
+            }
+            let mut x = LayoutExchange::start(ep, r, 10, Settings { algorithm: alg, inter: None }, Lookout::new(None)).unwrap();
+            loop {
+                if let Some((_, a)) = x.poll().unwrap() {
+                    return a;
+                }
+                std::thread::yield_now();
+            }
+        });
+        assert!(out.iter().all(|a| a.fallback.is_some()), "{out:?}");
+        assert!(out[0].disagreement.is_none(), "{:?}", out[0].disagreement);
     }
 
     /// A rank with another protocol version (rank 0 or another): every rank
