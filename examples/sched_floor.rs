@@ -10,8 +10,9 @@
 //! token by sched_yield), the unit cost behind it.
 //!
 //! Prints, like barrier_bench: `ranks=<n> avg_us=<a> min_us=<m> max_us=<x>
-//! iters=<i> handoff_us=<h> core=<the faster> counter_us=<c> line_us=<l>`
-//! (avg, min and max over ranks, of the faster core).
+//! iters=<i> handoff_us=<h> core=<the faster> counter_us=<c> line_us=<l>
+//! placement=<rank:start cpu>end cpu,...>` (avg, min, max and placement over
+//! ranks, of the faster core).
 //! Usage: sched_floor <ranks> [iters]
 
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
@@ -101,12 +102,21 @@ enum Core {
     Line,
 }
 
-/// Each rank's mean µs per barrier over `iters` barriers of `core`.
-fn measure(core: Core, n: usize, iters: usize, cores: usize) -> Vec<f64> {
+/// The cpu this process runs on now (-1 if unknown).
+fn cpu() -> i64 {
+    // SAFETY: no preconditions.
+    i64::from(unsafe { libc::sched_getcpu() })
+}
+
+/// Each rank's mean µs per barrier over `iters` barriers of `core`, and
+/// where the ranks ran: `rank:start cpu>end cpu` of the timed loop, as
+/// barrier_osu prints it (which `make bench` groups launches by).
+fn measure(core: Core, n: usize, iters: usize, cores: usize) -> (Vec<f64>, String) {
     let warm = iters / 10;
     let cells = shared::<Line<AtomicI32>>(n);
     let wires = shared::<AtomicU8>(n.div_ceil(64) * 64);
     let means = shared::<AtomicU64>(n);
+    let cpus = shared::<AtomicI32>(2 * n);
     in_children(n, |r| {
         let released = |c: line::Count| match core {
             Core::Counter => counter::is_released(cells, r),
@@ -115,6 +125,7 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize) -> Vec<f64> {
         let mut t0 = Instant::now();
         for i in 0..warm + iters {
             if i == warm {
+                cpus[2 * r].store(cpu() as i32, Ordering::Relaxed);
                 t0 = Instant::now();
             }
             let c = match core {
@@ -134,9 +145,14 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize) -> Vec<f64> {
         }
         // Picoseconds: a barrier between two cores takes tens of ns.
         let ps = t0.elapsed().as_secs_f64() * 1e12 / iters as f64;
+        cpus[2 * r + 1].store(cpu() as i32, Ordering::Relaxed);
         means[r].store(ps as u64, Ordering::Release);
     });
-    means.iter().map(|m| m.load(Ordering::Acquire) as f64 / 1e6).collect()
+    // waitpid orders the children's stores before these loads.
+    let placement: Vec<String> = (0..n)
+        .map(|r| format!("{r}:{}>{}", cpus[2 * r].load(Ordering::Relaxed), cpus[2 * r + 1].load(Ordering::Relaxed)))
+        .collect();
+    (means.iter().map(|m| m.load(Ordering::Acquire) as f64 / 1e6).collect(), placement.join(","))
 }
 
 fn main() {
@@ -146,14 +162,15 @@ fn main() {
     // SAFETY: sysconf has no memory-safety preconditions.
     let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
     let avg = |us: &[f64]| us.iter().sum::<f64>() / us.len() as f64;
-    let runs: Vec<(Core, Vec<f64>)> = [Core::Counter, Core::Line].map(|c| (c, measure(c, n, iters, cores))).into();
-    let (best, us) = runs.iter().min_by(|a, b| avg(&a.1).total_cmp(&avg(&b.1))).expect("two cores");
+    let runs: Vec<(Core, (Vec<f64>, String))> =
+        [Core::Counter, Core::Line].map(|c| (c, measure(c, n, iters, cores))).into();
+    let (best, (us, placement)) = runs.iter().min_by(|a, b| avg(&a.1 .0).total_cmp(&avg(&b.1 .0))).expect("two cores");
     let min = us.iter().cloned().fold(f64::INFINITY, f64::min);
     let max = us.iter().cloned().fold(0.0, f64::max);
     let each: Vec<String> =
-        runs.iter().map(|(c, us)| format!("{}_us={:.4}", format!("{c:?}").to_lowercase(), avg(us))).collect();
+        runs.iter().map(|(c, (us, _))| format!("{}_us={:.4}", format!("{c:?}").to_lowercase(), avg(us))).collect();
     println!(
-        "ranks={n} avg_us={:.4} min_us={min:.4} max_us={max:.4} iters={iters} handoff_us={:.3} core={} {}",
+        "ranks={n} avg_us={:.4} min_us={min:.4} max_us={max:.4} iters={iters} handoff_us={:.3} core={} {} placement={placement}",
         avg(us),
         handoff_us(20_000),
         format!("{best:?}").to_lowercase(),

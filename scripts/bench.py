@@ -243,7 +243,10 @@ def barrier_run(np, config):
     if kind == "floor":
         out = run([os.path.join(TARGET, "release/examples/sched_floor"), str(np), str(iters)], 300, ENV)
         HANDOFF.append(float(re.search(r"handoff_us=([\d.]+)", out).group(1)))
-        return {k: float(v) for k, v in re.findall(r"(\w+_us)=([\d.]+)", out) if k in FIELDS}
+        kv = {k: float(v) for k, v in re.findall(r"(\w+_us)=([\d.]+)", out) if k in FIELDS}
+        m = re.search(r"placement=(\S+)", out)
+        kv["placement"] = m.group(1) if m else ""
+        return kv
     if kind == "mpich":
         it, warm, sample = MPICH_ITERS.get(np, MPICH_ITERS[8])
         return parse_osu(mpiexec(np, [str(it), str(warm), str(sample)]))
@@ -477,6 +480,21 @@ IB_FIELDS = ["pure_us", "compute_us", "overall_us", "overlap_pct", "init_us", "w
              "timer_us", "ceiling_pct"]
 
 
+def placement_ranks(p):
+    """A launch's placement field: (start cpu, end cpu, distinct cpus) per rank."""
+    return [re.match(r"\d+:(-?\d+)>(-?\d+)(?:/(\d+))?", x).groups() for x in p.split(",")]
+
+
+def placement_layout(p):
+    """'2+2': ranks per cpu at the start, largest first ('?' if not recorded)."""
+    if not p:
+        return "?"
+    per_cpu = {}
+    for s, _, _ in placement_ranks(p):
+        per_cpu[s] = per_cpu.get(s, 0) + 1
+    return "+".join(str(c) for c in sorted(per_cpu.values(), reverse=True))
+
+
 def placement_summary(places):
     """'1+1:4 2:1 moved 1/5': how many launches started with each layout of
     ranks over cpus (ranks per cpu, largest first), and in how many some rank
@@ -486,13 +504,9 @@ def placement_summary(places):
         if not p:
             continue
         n += 1
-        ranks = [re.match(r"\d+:(-?\d+)>(-?\d+)(?:/(\d+))?", x).groups() for x in p.split(",")]
-        per_cpu = {}
-        for s, _, _ in ranks:
-            per_cpu[s] = per_cpu.get(s, 0) + 1
-        key = "+".join(str(c) for c in sorted(per_cpu.values(), reverse=True))
+        key = placement_layout(p)
         layouts[key] = layouts.get(key, 0) + 1
-        moved += any(s != e or (d and int(d) > 1) for s, e, d in ranks)
+        moved += any(s != e or (d and int(d) > 1) for s, e, d in placement_ranks(p))
     if not n:
         return "–"
     return " ".join(f"{k}:{v}" for k, v in sorted(layouts.items(), key=lambda kv: -kv[1])) + f" moved {moved}/{n}"
@@ -688,6 +702,20 @@ def barrier_section():
         b = best[np]
         verdict(f"{np} ranks: hwbarr best ({b}) ≤ {1.3 if np == 2 else 1.1}× floor", ratio(np, b, "floor"),
                 1.3 if np == 2 else 1.1)
+        if np > NCPUS:
+            # Unbound, the kernel lays the processes over the cpus at launch
+            # and a short run keeps that layout: the cpu with more of them
+            # switches more per barrier. The per-round ratio by the layouts
+            # of both launches (hwbarr's / the floor's).
+            by = {}
+            for r in range(ROUNDS):
+                if (r, np, b) in runs and (r, np, "floor") in runs:
+                    hw, fl = runs[(r, np, b)], runs[(r, np, "floor")]
+                    k = f"{placement_layout(hw.get('placement', ''))}/{placement_layout(fl.get('placement', ''))}"
+                    by.setdefault(k, []).append(hw["avg_us"] / fl["avg_us"])
+            if by:
+                parts = [f"{k} {st.median(v):.2f}× ({len(v)})" for k, v in sorted(by.items(), key=lambda kv: -len(kv[1]))]
+                print(f"         by layout at start, {b}/floor: " + ", ".join(parts))
         if np == 2:
             # Against the fastest peer of each round (its best case).
             v = []
