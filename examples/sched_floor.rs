@@ -13,7 +13,8 @@
 //! iters=<i> handoff_us=<h> core=<the faster> counter_us=<c> line_us=<l>
 //! placement=<rank:start cpu>end cpu,...>` (avg, min, max and placement over
 //! ranks, of the faster core).
-//! Usage: sched_floor <ranks> [iters]
+//! Usage: sched_floor <ranks> [iters] [bind] (bind: process i on cpu i mod
+//! cpus, as `mpirun --map-by core --bind-to core` lays ranks out).
 
 use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::time::Instant;
@@ -43,12 +44,20 @@ fn shared<T>(count: usize) -> &'static [T] {
 
 /// Runs `body(i)` in `n` forked children and waits for all of them.
 fn in_children(n: usize, body: impl Fn(usize)) {
+    in_children_on(n, None, body)
+}
+
+/// As `in_children`; with `cpus`, child i is bound to cpu i mod `cpus`.
+fn in_children_on(n: usize, cpus: Option<usize>, body: impl Fn(usize)) {
     let mut pids = Vec::new();
     for i in 0..n {
         // SAFETY: single-threaded here; the child only runs `body` and exits.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
+            if let Some(c) = cpus {
+                pin_to(i % c);
+            }
             body(i);
             // SAFETY: leave the child without running the parent's atexit.
             unsafe { libc::_exit(0) };
@@ -62,10 +71,14 @@ fn in_children(n: usize, body: impl Fn(usize)) {
 }
 
 fn pin_to_cpu0() {
+    pin_to(0)
+}
+
+fn pin_to(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is empty; we set one CPU for ourselves.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
+        libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
@@ -111,13 +124,13 @@ fn cpu() -> i64 {
 /// Each rank's mean µs per barrier over `iters` barriers of `core`, and
 /// where the ranks ran: `rank:start cpu>end cpu` of the timed loop, as
 /// barrier_osu prints it (which `make bench` groups launches by).
-fn measure(core: Core, n: usize, iters: usize, cores: usize) -> (Vec<f64>, String) {
+fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec<f64>, String) {
     let warm = iters / 10;
     let cells = shared::<Line<AtomicI32>>(n);
     let wires = shared::<AtomicU8>(n.div_ceil(64) * 64);
     let means = shared::<AtomicU64>(n);
     let cpus = shared::<AtomicI32>(2 * n);
-    in_children(n, |r| {
+    in_children_on(n, bind.then_some(cores), |r| {
         let released = |c: line::Count| match core {
             Core::Counter => counter::is_released(cells, r),
             Core::Line => line::is_released(&wires[..n], c),
@@ -156,6 +169,7 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize) -> (Vec<f64>, Strin
 }
 
 fn main() {
+    let bind = std::env::args().any(|a| a == "bind");
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
     let n = args.first().copied().unwrap_or(4).max(1);
     let iters = args.get(1).copied().unwrap_or(20_000);
@@ -163,7 +177,7 @@ fn main() {
     let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
     let avg = |us: &[f64]| us.iter().sum::<f64>() / us.len() as f64;
     let runs: Vec<(Core, (Vec<f64>, String))> =
-        [Core::Counter, Core::Line].map(|c| (c, measure(c, n, iters, cores))).into();
+        [Core::Counter, Core::Line].map(|c| (c, measure(c, n, iters, cores, bind))).into();
     let (best, (us, placement)) = runs.iter().min_by(|a, b| avg(&a.1 .0).total_cmp(&avg(&b.1 .0))).expect("two cores");
     let min = us.iter().cloned().fold(f64::INFINITY, f64::min);
     let max = us.iter().cloned().fold(0.0, f64::max);

@@ -61,6 +61,11 @@ COMPONENT_DIR = os.environ.get("COMPONENT_DIR", os.path.join(ROOT, "build", "com
 OSU_DIR = os.environ.get("OSU_DIR")
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
+# BIND=1: the barrier section's launches bind rank i to cpu i mod cpus (the
+# floor's processes too), so every configuration runs on the same layout;
+# unbound (default), the kernel lays them out at launch, often unevenly
+# (3+1) when ranks outnumber cpus.
+BIND = os.environ.get("BIND") == "1"
 SEED = int(os.environ.get("SEED", str(int(time.time()) % 100000)))
 SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,ibarrier,fakenodes,init").split(",")
 THREADS_LAUNCHES = int(os.environ.get("THREADS_LAUNCHES", "9"))
@@ -141,10 +146,16 @@ def run(cmd, timeout, env):
     return out
 
 
-def mpirun(np, args, prog, with_hwbarr=True, timeout=300, env=None, wrap=()):
+def mpirun(np, args, prog, with_hwbarr=True, timeout=300, env=None, wrap=(), bind=False):
     # Ours first: it shadows an hwbarr installed into Open MPI's own directory.
     path = (COMPONENT_DIR + ":" if with_hwbarr else "") + PKGLIB
-    cmd = list(wrap) + ["mpirun"] + OVERSUB + ["--bind-to", "none", "-np", str(np),
+    if not bind:
+        place = OVERSUB + ["--bind-to", "none"]
+    elif OMPI5:
+        place = ["--map-by", "core:OVERSUBSCRIBE", "--bind-to", "core:overload-allowed"]
+    else:
+        place = ["--oversubscribe", "--map-by", "core", "--bind-to", "core:overload-allowed"]
+    cmd = list(wrap) + ["mpirun"] + place + ["-np", str(np),
            "--mca", "mca_base_component_path", path] + args + prog
     return run(cmd, timeout, env or ENV)
 
@@ -195,9 +206,10 @@ def mpich_setup():
     MPICH = (version, prog)
 
 
-def mpiexec(np, prog_args, extra_env=None, timeout=None):
+def mpiexec(np, prog_args, extra_env=None, timeout=None, bind=False):
     env = dict(MPICH_ENV, **(extra_env or {}))
-    cmd = [os.path.join(MPICH_BIN, "mpiexec"), "-launcher", "fork", "-hosts", "localhost", "-bind-to", "none",
+    cmd = [os.path.join(MPICH_BIN, "mpiexec"), "-launcher", "fork", "-hosts", "localhost",
+           "-bind-to", "core" if bind else "none",
            "-np", str(np), MPICH[1]] + prog_args
     return run(cmd, timeout or MPICH_TIMEOUT, env)
 
@@ -241,7 +253,8 @@ def barrier_run(np, config):
     kind, args = dict(CONFIGS)[config]
     iters = ITERS.get(np, 2000)
     if kind == "floor":
-        out = run([os.path.join(TARGET, "release/examples/sched_floor"), str(np), str(iters)], 300, ENV)
+        out = run([os.path.join(TARGET, "release/examples/sched_floor"), str(np), str(iters)] + (["bind"] if BIND else []),
+                  300, ENV)
         HANDOFF.append(float(re.search(r"handoff_us=([\d.]+)", out).group(1)))
         kv = {k: float(v) for k, v in re.findall(r"(\w+_us)=([\d.]+)", out) if k in FIELDS}
         m = re.search(r"placement=(\S+)", out)
@@ -249,18 +262,19 @@ def barrier_run(np, config):
         return kv
     if kind == "mpich":
         it, warm, sample = MPICH_ITERS.get(np, MPICH_ITERS[8])
-        return parse_osu(mpiexec(np, [str(it), str(warm), str(sample)]))
+        return parse_osu(mpiexec(np, [str(it), str(warm), str(sample)], bind=BIND))
     if OSU_DIR:
-        out = mpirun(np, args, [os.path.join(OSU_DIR, "osu_barrier"), "-f", "-i", str(iters)])
+        out = mpirun(np, args, [os.path.join(OSU_DIR, "osu_barrier"), "-f", "-i", str(iters)], bind=BIND)
         nums = [l.split() for l in out.splitlines() if l.strip() and not l.startswith("#")]
         vals = [float(x) for x in nums[-1]]
         return dict(zip(["avg_us", "min_us", "max_us"], vals if len(vals) >= 3 else vals[:1] * 3))
-    return parse_osu(mpirun(np, args, [OSU_PROG, str(iters), str(iters // 10), str(SAMPLE)]))
+    return parse_osu(mpirun(np, args, [OSU_PROG, str(iters), str(iters // 10), str(SAMPLE)], bind=BIND))
 
 
 def persistent_run(np, config):
     _, args = dict(CONFIGS)[config]
-    return parse_osu(mpirun(np, args, [OSU_PROG, "persistent", str(ITERS.get(np, 2000)), str(ITERS.get(np, 2000) // 10)]))
+    return parse_osu(mpirun(np, args, [OSU_PROG, "persistent", str(ITERS.get(np, 2000)), str(ITERS.get(np, 2000) // 10)],
+                            bind=BIND))
 
 
 def init_cost():
@@ -645,7 +659,8 @@ def barrier_section():
     print(f"\nOpen MPI {OMPI_LABEL}{mp}; {time.strftime('%Y-%m-%d')}; load average now {os.getloadavg()[0]:.2f}")
     print(f"MPI_Barrier average latency (µs): median [min–max] of {ROUNDS} rounds; {src}. Exit-time skew (µs,")
     print(f"max−min exit time over ranks per sampled barrier: median and p99 over the sample, median over rounds).")
-    print("Placement: ranks per cpu at the start (launches), moved = some rank changed cpu during the run.")
+    print("Placement: ranks per cpu at the start (launches), moved = some rank changed cpu during the run;")
+    print("  launches " + ("bound, rank i to cpu i mod cpus (BIND=1)." if BIND else "unbound (BIND=1 binds them)."))
     for np in NPS:
         print(f"\n  {np} ranks{' (oversubscribed)' if np > NCPUS else ''}")
         print(f"  {'config':<15} {'median':>9} {'[min – max]':>21} {'skew med':>9} {'skew p99':>9}  placement")
