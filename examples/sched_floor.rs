@@ -83,6 +83,18 @@ fn pin_to(cpu: usize) {
     }
 }
 
+/// Whether this process may run on each of cpus 0..`cores` (a `taskset`
+/// or cgroup may forbid some; pinning a child there would fail and leave
+/// it unbound).
+fn may_use_cpus(cores: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t is a valid out-buffer for our own mask.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
+            && (0..cores).all(|c| libc::CPU_ISSET(c, &set))
+    }
+}
+
 fn yield_now() {
     // SAFETY: no preconditions.
     unsafe { libc::sched_yield() };
@@ -175,6 +187,10 @@ fn main() {
     let iters = args.get(1).copied().unwrap_or(20_000);
     // SAFETY: sysconf has no memory-safety preconditions.
     let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    if bind && !may_use_cpus(cores) {
+        eprintln!("sched_floor: bind needs cpus 0..{cores}, and this process may not use all of them");
+        std::process::exit(2);
+    }
     let avg = |us: &[f64]| us.iter().sum::<f64>() / us.len() as f64;
     let runs: Vec<(Core, (Vec<f64>, String))> =
         [Core::Counter, Core::Line].map(|c| (c, measure(c, n, iters, cores, bind))).into();

@@ -18,7 +18,8 @@ skew or placement then).
 Environment: ROUNDS (5), NPS (2,4,8), SEED, SECTIONS
 (barrier,ibarrier,fakenodes,init: which parts run), MPICH_VENV
 (build/mpich-venv, made by scripts/deps.sh bench; NO_MPICH=1 leaves MPICH
-out), MPICH_TIMEOUT (60 s per MPICH launch), INIT_LAUNCHES (15).
+out), MPICH_TIMEOUT (60 s per MPICH launch), INIT_LAUNCHES (15), BIND (1:
+the barrier section's launches bind rank i to cpu i mod cpus).
 
 Writes build/bench[-ompi-<version>]/barrier.csv, persistent.csv,
 ibarrier.csv, fakenodes.csv, model.csv, init.csv and the charts, and prints
