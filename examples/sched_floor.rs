@@ -70,10 +70,6 @@ fn in_children_on(n: usize, cpus: Option<usize>, body: impl Fn(usize)) {
     }
 }
 
-fn pin_to_cpu0() {
-    pin_to(0)
-}
-
 fn pin_to(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is empty; we set one CPU for ourselves.
     unsafe {
@@ -105,7 +101,7 @@ fn handoff_us(turns: u64) -> f64 {
     let token = &shared::<Line<AtomicU64>>(1)[0];
     let out = &shared::<AtomicU64>(1)[0];
     in_children(2, |me| {
-        pin_to_cpu0();
+        pin_to(0);
         let t0 = Instant::now();
         for _ in 0..turns {
             while token.load(Ordering::Acquire) % 2 != me as u64 {

@@ -269,12 +269,17 @@ mod exchange_tests {
     }
 
     /// The layout exchange on `hosts` (rank r on `hosts[r]`), rank r
-    /// asking for `algs[r]`: what each rank agreed.
-    fn agree(hosts: &[&'static str], algs: &[Algorithm]) -> Vec<Agreed> {
+    /// asking for `algs[r]`, the ranks in `next` speaking the next protocol
+    /// version: what each rank agreed.
+    fn agree(hosts: &[&'static str], algs: &[Algorithm], next: &[c_int]) -> Vec<Agreed> {
         let n = hosts.len() as c_int;
         let algs = algs.to_vec();
+        let next = next.to_vec();
         let out = mem::run(mem::network(hosts), move |ep| {
             let r = ep.rank();
+            if next.contains(&r) {
+                words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
+            }
             let s = Settings { algorithm: algs[r as usize], inter: None };
             let mut x = LayoutExchange::start(ep, r, n, s, Lookout::new(None)).unwrap();
             loop {
@@ -297,20 +302,20 @@ mod exchange_tests {
         let nine_one = ["a", "a", "a", "a", "a", "b", "a", "a", "a", "a"];
         let eight_one = ["a", "a", "a", "a", "a", "b", "a", "a", "a"];
         for (hosts, want) in [(&five_five[..], Line), (&nine_one, Toggle), (&eight_one, Line)] {
-            let out = agree(hosts, &vec![Auto; hosts.len()]);
+            let out = agree(hosts, &vec![Auto; hosts.len()], &[]);
             assert!(out.iter().all(|a| a.algorithm == want && a.fallback.is_none()), "{want}: {out:?}");
             assert!(out[0].disagreement.is_none(), "{want}: {out:?}");
         }
         // A rank that names what `auto` resolves to agrees with it.
         let mut algs = [Auto; 10];
         algs[3] = Line;
-        let out = agree(&five_five, &algs);
+        let out = agree(&five_five, &algs, &[]);
         assert!(out.iter().all(|a| a.algorithm == Line) && out[0].disagreement.is_none(), "{out:?}");
         // Rank 0's explicit choice wins over the others' `auto`, and is
         // named as a disagreement with what theirs resolved to.
         let mut algs = [Auto; 10];
         algs[0] = Toggle;
-        let out = agree(&five_five, &algs);
+        let out = agree(&five_five, &algs, &[]);
         assert!(out.iter().all(|a| a.algorithm == Toggle), "{out:?}");
         let d = out[0].disagreement.as_deref().expect("rank 0 names the disagreement");
         assert!(d.contains("toggle on rank 0") && d.contains("line on ranks 1, 2"), "{d}");
@@ -322,21 +327,9 @@ mod exchange_tests {
     #[test]
     fn another_version_is_not_named_as_a_disagreement() {
         let hosts = ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"];
-        let out = mem::run(mem::network(&hosts), |ep| {
-            let r = ep.rank();
-            let mut alg = Algorithm::Auto;
-            if r == 3 {
-                words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
-                alg = Algorithm::Toggle;
-            }
-            let mut x = LayoutExchange::start(ep, r, 10, Settings { algorithm: alg, inter: None }, Lookout::new(None)).unwrap();
-            loop {
-                if let Some((_, a)) = x.poll().unwrap() {
-                    return a;
-                }
-                std::thread::yield_now();
-            }
-        });
+        let mut algs = [Algorithm::Auto; 10];
+        algs[3] = Algorithm::Toggle;
+        let out = agree(&hosts, &algs, &[3]);
         assert!(out.iter().all(|a| a.fallback.is_some()), "{out:?}");
         assert!(out[0].disagreement.is_none(), "{:?}", out[0].disagreement);
     }
