@@ -11,7 +11,7 @@
 #   make bench      hwbarr beside every barrier of this Open MPI, MPICH (PyPI wheel
 #                   in build/mpich-venv) and the scheduler floor at 2/4/8 ranks,
 #                   interleaved rounds: table, skew, placement, targets, CSV, chart
-#                   (bench/barrier_osu.c; ROUNDS=, NPS=, SECTIONS=, NO_MPICH=1;
+#                   (bench/barrier_osu.c; ROUNDS=, NPS=, SECTIONS=, NO_MPICH=1, BIND=1;
 #                   OSU_DIR=<dir with osu_barrier> runs the real OSU benchmark)
 #   make probe      where a persistent barrier's time goes: a diagnostic build
 #                   (feature `probe`, src/ompi/probe.rs), barrier_osu's persistent

@@ -4,7 +4,7 @@
  * Plain C and MPI only, so that the same source is built with the mpicc of
  * every MPI under test (Open MPI 4.1, 5.0, 6.0, MPICH).
  *
- * Usage: barrier_osu [blocking|persistent] [iters] [warmup] [sample]
+ * Usage: barrier_osu [blocking|persistent|pace] [iters] [warmup] [sample]
  *
  * blocking (default):
  *   1. warm-up barriers, then `iters` timed MPI_Barrier calls (MPI_Wtime
@@ -20,6 +20,22 @@
  *           sample= sample_avg_us= skew_med_us= skew_p99_us= skew_max_us=
  *           placement=<rank>:<cpu at start>><cpu at end>/<distinct cpus
  *           seen in the sample>,...  (the /<distinct> part in blocking mode only)
+ *
+ * pace (at most as many ranks as cpus, 64 at most):
+ *   what a 2-rank barrier's time follows, in one launch: `BLOCKS` rounds of
+ *   three timed loops of iters/BLOCKS each on every rank:
+ *     barrier: MPI_Barrier(MPI_COMM_WORLD);
+ *     floor:   a barrier on one shared cache line without MPI (each rank
+ *              bumps its own byte, then polls with a pause until every
+ *              byte has caught up: the protocol of hwbarr's line barrier
+ *              and of the bench's floor), on an MPI shared window;
+ *     self:    MPI_Barrier(MPI_COMM_SELF), a short MPI call path that
+ *              waits for nobody: it measures how fast this rank's cpu runs
+ *              code just now (on a virtual machine the cpu a rank is bound
+ *              to can be slowed by what runs beside it on the host).
+ *   Prints, per round: round=<b> barrier_ns=<rank 0's> floor_ns=<rank
+ *   0's> self_ns=<rank 0's>,<rank 1's>,... then the placement line
+ *   ranks=<n> mode=pace placement=...
  *
  * persistent:
  *   MPI_Barrier and the persistent barrier (MPI_Barrier_init, or
@@ -39,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
 #include <mpi-ext.h>
@@ -210,6 +227,86 @@ static void persistent(int rank, int size, long iters, long warmup) {
     if (rank == 0) printf("\n");
 }
 
+/* The floor's barrier on `wires` (one byte per rank, one cache line):
+ * bump our byte (7-bit count), then poll until every byte is at our count
+ * or one past it (a peer already in the next barrier). */
+static void line_barrier(volatile unsigned char *wires, int rank, int size) {
+    unsigned char c = (unsigned char)((__atomic_load_n(&wires[rank], __ATOMIC_RELAXED) + 1) & 0x7f);
+    __atomic_store_n(&wires[rank], c, __ATOMIC_RELEASE);
+    for (;;) {
+        int all = 1;
+        for (int r = 0; r < size && all; r++)
+            all = ((unsigned char)(__atomic_load_n(&wires[r], __ATOMIC_SEQ_CST) - c) & 0x7f) <= 1;
+        if (all) return;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+static void pace(int rank, int size, long iters, long warmup) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (size > 64 || size > ncpu) {
+        if (rank == 0) fprintf(stderr, "barrier_osu: pace needs at most %ld ranks (one cpu each, 64 at most)\n",
+                               ncpu < 64 ? ncpu : 64);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int cpu0 = sched_getcpu();
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int nsize;
+    MPI_Comm_size(node, &nsize);
+    if (nsize != size) {
+        if (rank == 0) fprintf(stderr, "barrier_osu: pace needs every rank on one node\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Win win;
+    unsigned char *base;
+    MPI_Win_allocate_shared(rank == 0 ? 256 : 0, 1, MPI_INFO_NULL, node, &base, &win);
+    MPI_Aint bytes;
+    int unit;
+    unsigned char *mem;
+    MPI_Win_shared_query(win, 0, &bytes, &unit, &mem);
+    /* 128 bytes in: away from whatever the MPI keeps at the window's start. */
+    volatile unsigned char *wires = (volatile unsigned char *)mem + 128;
+    if (rank == 0) memset((void *)wires, 0, 64);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (long i = 0; i < warmup; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        line_barrier(wires, rank, size);
+    }
+    long per = iters / BLOCKS > 0 ? iters / BLOCKS : 1;
+    double t[3 * BLOCKS];
+    for (int b = 0; b < BLOCKS; b++) {
+        double t0 = MPI_Wtime();
+        for (long i = 0; i < per; i++) MPI_Barrier(MPI_COMM_WORLD);
+        double t1 = MPI_Wtime();
+        for (long i = 0; i < per; i++) line_barrier(wires, rank, size);
+        double t2 = MPI_Wtime();
+        for (long i = 0; i < per; i++) MPI_Barrier(MPI_COMM_SELF);
+        double t3 = MPI_Wtime();
+        t[3 * b] = (t1 - t0) * 1e9 / per;
+        t[3 * b + 1] = (t2 - t1) * 1e9 / per;
+        t[3 * b + 2] = (t3 - t2) * 1e9 / per;
+    }
+    int cpu1 = sched_getcpu();
+    double *all = rank == 0 ? xmalloc(sizeof(double) * 3 * BLOCKS * size) : NULL;
+    MPI_Gather(t, 3 * BLOCKS, MPI_DOUBLE, all, 3 * BLOCKS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        for (int b = 0; b < BLOCKS; b++) {
+            printf("round=%d barrier_ns=%.1f floor_ns=%.1f self_ns=", b, all[3 * b], all[3 * b + 1]);
+            for (int r = 0; r < size; r++) printf("%s%.2f", r ? "," : "", all[(size_t)r * 3 * BLOCKS + 3 * b + 2]);
+            printf("\n");
+        }
+        printf("ranks=%d mode=pace iters=%ld", size, per * BLOCKS);
+        free(all);
+    }
+    print_placement(rank, size, cpu0, cpu1, 0);
+    if (rank == 0) printf("\n");
+    MPI_Win_free(&win);
+    MPI_Comm_free(&node);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -217,7 +314,8 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int argi = 1;
     const char *mode = "blocking";
-    if (argc > 1 && (strcmp(argv[1], "blocking") == 0 || strcmp(argv[1], "persistent") == 0)) mode = argv[argi++];
+    if (argc > 1 && (strcmp(argv[1], "blocking") == 0 || strcmp(argv[1], "persistent") == 0 ||
+                     strcmp(argv[1], "pace") == 0)) mode = argv[argi++];
     long iters = argc > argi ? atol(argv[argi]) : 10000;
     long warmup = argc > argi + 1 ? atol(argv[argi + 1]) : iters / 10;
     long sample = argc > argi + 2 ? atol(argv[argi + 2]) : 1000;
@@ -226,6 +324,8 @@ int main(int argc, char **argv) {
     if (sample < 0) sample = 0;
     if (strcmp(mode, "persistent") == 0)
         persistent(rank, size, iters, warmup);
+    else if (strcmp(mode, "pace") == 0)
+        pace(rank, size, iters, warmup);
     else
         blocking(rank, size, iters, warmup, sample);
     fflush(stdout);

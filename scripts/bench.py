@@ -16,7 +16,8 @@ rounds is reported. OSU_DIR=<dir> runs the real osu_barrier instead (no
 skew or placement then).
 
 Environment: ROUNDS (5), NPS (2,4,8), SEED, SECTIONS
-(barrier,ibarrier,fakenodes,init: which parts run), MPICH_VENV
+(barrier,threads,load,pace,ibarrier,fakenodes,init: which parts run),
+PACE_LAUNCHES (6), MPICH_VENV
 (build/mpich-venv, made by scripts/deps.sh bench; NO_MPICH=1 leaves MPICH
 out), MPICH_TIMEOUT (60 s per MPICH launch), INIT_LAUNCHES (15), BIND (1:
 the barrier section's launches bind rank i to cpu i mod cpus).
@@ -68,7 +69,7 @@ NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
 # (3+1) when ranks outnumber cpus.
 BIND = os.environ.get("BIND") == "1"
 SEED = int(os.environ.get("SEED", str(int(time.time()) % 100000)))
-SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,ibarrier,fakenodes,init").split(",")
+SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,pace,ibarrier,fakenodes,init").split(",")
 THREADS_LAUNCHES = int(os.environ.get("THREADS_LAUNCHES", "9"))
 LOAD_LAUNCHES = int(os.environ.get("LOAD_LAUNCHES", "3"))
 INIT_LAUNCHES = int(os.environ.get("INIT_LAUNCHES", "15"))
@@ -187,10 +188,14 @@ MPICH_ENV = {k: v for k, v in ENV.items() if k != "LD_LIBRARY_PATH" and not k.st
 MPICH_ENV.update(PATH=MPICH_BIN + ":" + ENV.get("PATH", ""), UCX_TLS="self,sm",
                  MPIR_CVAR_BARRIER_POSIX_INTRA_ALGORITHM="release_gather")
 MPICH = None  # (version, program) when usable
+MPICH_TRIED = False
 
 
 def mpich_setup():
-    global MPICH
+    global MPICH, MPICH_TRIED
+    if MPICH_TRIED:
+        return
+    MPICH_TRIED = True
     if os.environ.get("NO_MPICH"):
         print("MPICH: left out (NO_MPICH set)")
         return
@@ -775,6 +780,70 @@ def load_section():
     print(f"  hwbarr:auto/tuned (medians): {st.median(res['hwbarr:auto']) / st.median(res['tuned']):.3f}")
 
 
+PACE_LAUNCHES = int(os.environ.get("PACE_LAUNCHES", "6"))
+PACE_ITERS = 400000  # 20 rounds of 20,000 of each loop, about 30 ms a launch
+PACE_SLOW = 1.15  # a rank runs slowed when its MPI_COMM_SELF barrier takes this much over the fastest seen
+
+
+def pace_section():
+    """What a 2-rank barrier's time follows (barrier_osu pace): per launch,
+    20 rounds of MPI_Barrier, the floor's line protocol on an MPI shared
+    window and each rank's MPI_Barrier(MPI_COMM_SELF), in the same bound
+    processes. A round counts as slowed when a rank's MPI_COMM_SELF barrier
+    took over PACE_SLOW× the fastest of that configuration's launches: its
+    cpu ran code slower just then. Prints, per configuration, the median
+    barrier/floor ratio of the rounds at full pace and of the slowed ones."""
+    global OSU_PROG
+    if OSU_PROG is None:
+        OSU_PROG = build_prog("mpicc", os.path.join(ROOT, "build", "barrier_osu", "ompi-" + OMPI_LABEL))
+    if NCPUS < 2:
+        print("\npace: needs 2 cpus, left out")
+        return
+    mpich_setup()
+    names = ["hwbarr:auto", "tuned"] + (["xhc", "acoll"] if OMPI6 else ["sm"]) + (["mpich"] if MPICH else [])
+    order = [c for _ in range(PACE_LAUNCHES) for c in names]
+    random.Random(SEED).shuffle(order)
+    rows = []
+    for i, c in enumerate(order):
+        kind, args = dict(CONFIGS)[c]
+        prog = ["pace", str(PACE_ITERS), str(PACE_ITERS // 20)]
+        try:
+            out = mpiexec(2, prog, bind=True) if kind == "mpich" else mpirun(2, args, [OSU_PROG] + prog, bind=True)
+        except (Timeout, RuntimeError) as e:
+            print(f"\n  pace {c}: {str(e).splitlines()[0]}")
+            continue
+        for m in re.finditer(r"round=(\d+) barrier_ns=([\d.]+) floor_ns=([\d.]+) self_ns=([\d.,]+)", out):
+            rows.append([i, c, int(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)])
+        print(f"\r  pace launch {i + 1}/{len(order)} {c:<12}", end="", flush=True)
+    print()
+    with open(os.path.join(OUT, "pace.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["launch", "config", "round", "barrier_ns", "floor_ns", "self_ns"])
+        w.writerows(rows)
+    print(f"\nPace, 2 ranks bound apart, {PACE_LAUNCHES} launches × 20 rounds each (ns per barrier; ratio to the "
+          f"floor measured in the same round by the same processes; a round is slowed when a rank's "
+          f"MPI_COMM_SELF barrier took over {PACE_SLOW}× its fastest):")
+    print(f"  {'config':<12} {'self ns':>8}  {'full pace: rounds':>17} {'barrier':>8} {'ratio':>6}   "
+          f"{'slowed: rounds':>14} {'barrier':>8} {'ratio':>6}")
+    for c in names:
+        mine = [r for r in rows if r[1] == c]
+        if not mine:
+            continue
+        fastest = min(float(x) for r in mine for x in r[5].split(","))
+        groups = {True: [], False: []}
+        for r in mine:
+            groups[max(float(x) for x in r[5].split(",")) <= PACE_SLOW * fastest].append(r)
+        cells = []
+        for full in (True, False):
+            g = groups[full]
+            if g:
+                cells.append(f"{len(g):>17} {st.median(r[3] for r in g):8.1f} {st.median(r[3] / r[4] for r in g):6.2f}")
+            else:
+                cells.append(f"{0:>17} {'–':>8} {'–':>6}")
+        print(f"  {c:<12} {fastest:8.2f}  {cells[0]}   {cells[1][3:]}")
+    print(f"results: {os.path.relpath(OUT, ROOT)}/pace.csv")
+
+
 def threads_section():
     """MPI_THREAD_MULTIPLE, 2 ranks, 4 threads each on its own dup of
     MPI_COMM_WORLD (examples/threads_bench): hwbarr's median per barrier
@@ -828,6 +897,8 @@ def main():
         threads_section()
     if "load" in SECTIONS:
         load_section()
+    if "pace" in SECTIONS:
+        pace_section()
     if "ibarrier" in SECTIONS:
         ibarrier_bench()
     if "fakenodes" in SECTIONS:
