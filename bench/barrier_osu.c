@@ -23,7 +23,8 @@
  *
  * pace (at most as many ranks as cpus, 64 at most):
  *   what a 2-rank barrier's time follows, in one launch: `BLOCKS` rounds of
- *   three timed loops of iters/BLOCKS each on every rank:
+ *   three timed loops of iters/BLOCKS each on every rank (barrier and
+ *   floor swap places every round; each loop starts together):
  *     barrier: MPI_Barrier(MPI_COMM_WORLD);
  *     floor:   a barrier on one shared cache line without MPI (each rank
  *              bumps its own byte, then polls with a pause until every
@@ -34,8 +35,8 @@
  *              code just now (on a virtual machine the cpu a rank is bound
  *              to can be slowed by what runs beside it on the host).
  *   Prints, per round: round=<b> barrier_ns=<rank 0's> floor_ns=<rank
- *   0's> self_ns=<rank 0's>,<rank 1's>,... then the placement line
- *   ranks=<n> mode=pace placement=...
+ *   0's> self_ns=<rank 0's>,<rank 1's>,... then
+ *   ranks=<n> mode=pace iters=<timed iterations of each loop> placement=...
  *
  * persistent:
  *   MPI_Barrier and the persistent barrier (MPI_Barrier_init, or
@@ -247,9 +248,13 @@ static void line_barrier(volatile unsigned char *wires, int rank, int size) {
 static void pace(int rank, int size, long iters, long warmup) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (size > 64 || size > ncpu) {
-        if (rank == 0) fprintf(stderr, "barrier_osu: pace needs at most %ld ranks (one cpu each, 64 at most)\n",
-                               ncpu < 64 ? ncpu : 64);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+        /* Rank 0 says why and ends the job; the others wait to be ended. */
+        if (rank == 0) {
+            fprintf(stderr, "barrier_osu: pace needs at most %ld ranks (one cpu each, 64 at most)\n",
+                    ncpu < 64 ? ncpu : 64);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
     }
     int cpu0 = sched_getcpu();
     MPI_Comm node;
@@ -257,8 +262,11 @@ static void pace(int rank, int size, long iters, long warmup) {
     int nsize;
     MPI_Comm_size(node, &nsize);
     if (nsize != size) {
-        if (rank == 0) fprintf(stderr, "barrier_osu: pace needs every rank on one node\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
+        if (rank == 0) {
+            fprintf(stderr, "barrier_osu: pace needs every rank on one node\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Win win;
     unsigned char *base;
@@ -267,8 +275,10 @@ static void pace(int rank, int size, long iters, long warmup) {
     int unit;
     unsigned char *mem;
     MPI_Win_shared_query(win, 0, &bytes, &unit, &mem);
-    /* 128 bytes in: away from whatever the MPI keeps at the window's start. */
-    volatile unsigned char *wires = (volatile unsigned char *)mem + 128;
+    /* The first 64-byte line that starts inside the window past its first
+     * 64 bytes (MPI does not promise an aligned base): the same line for
+     * every rank, as the mapping's offset within a page is the same. */
+    volatile unsigned char *wires = (volatile unsigned char *)(((uintptr_t)mem + 64 + 63) & ~(uintptr_t)63);
     if (rank == 0) memset((void *)wires, 0, 64);
     MPI_Barrier(MPI_COMM_WORLD);
     for (long i = 0; i < warmup; i++) {
@@ -278,16 +288,22 @@ static void pace(int rank, int size, long iters, long warmup) {
     long per = iters / BLOCKS > 0 ? iters / BLOCKS : 1;
     double t[3 * BLOCKS];
     for (int b = 0; b < BLOCKS; b++) {
-        double t0 = MPI_Wtime();
-        for (long i = 0; i < per; i++) MPI_Barrier(MPI_COMM_WORLD);
-        double t1 = MPI_Wtime();
-        for (long i = 0; i < per; i++) line_barrier(wires, rank, size);
+        /* The barrier and the floor swap places every round; each timed
+         * loop starts together on every rank (an untimed floor barrier). */
+        for (int k = 0; k < 2; k++) {
+            int floor_loop = (k + b) % 2;
+            line_barrier(wires, rank, size);
+            double t0 = MPI_Wtime();
+            if (floor_loop)
+                for (long i = 0; i < per; i++) line_barrier(wires, rank, size);
+            else
+                for (long i = 0; i < per; i++) MPI_Barrier(MPI_COMM_WORLD);
+            t[3 * b + floor_loop] = (MPI_Wtime() - t0) * 1e9 / per;
+        }
+        line_barrier(wires, rank, size);
         double t2 = MPI_Wtime();
         for (long i = 0; i < per; i++) MPI_Barrier(MPI_COMM_SELF);
-        double t3 = MPI_Wtime();
-        t[3 * b] = (t1 - t0) * 1e9 / per;
-        t[3 * b + 1] = (t2 - t1) * 1e9 / per;
-        t[3 * b + 2] = (t3 - t2) * 1e9 / per;
+        t[3 * b + 2] = (MPI_Wtime() - t2) * 1e9 / per;
     }
     int cpu1 = sched_getcpu();
     double *all = rank == 0 ? xmalloc(sizeof(double) * 3 * BLOCKS * size) : NULL;

@@ -781,8 +781,8 @@ def load_section():
 
 
 PACE_LAUNCHES = int(os.environ.get("PACE_LAUNCHES", "6"))
-PACE_ITERS = 400000  # 20 rounds of 20,000 of each loop, about 30 ms a launch
-PACE_SLOW = 1.15  # a rank runs slowed when its MPI_COMM_SELF barrier takes this much over the fastest seen
+PACE_ITERS = 400000  # 20 rounds of 20,000 of each loop
+PACE_SLOW = 1.15  # a rank runs slowed when its MPI_COMM_SELF barrier takes this much over the configuration's fastest
 
 
 def pace_section():
@@ -812,17 +812,21 @@ def pace_section():
         except (Timeout, RuntimeError) as e:
             print(f"\n  pace {c}: {str(e).splitlines()[0]}")
             continue
-        for m in re.finditer(r"round=(\d+) barrier_ns=([\d.]+) floor_ns=([\d.]+) self_ns=([\d.,]+)", out):
-            rows.append([i, c, int(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)])
+        place = re.search(r"placement=(\S+)", out)
+        found = re.findall(r"round=(\d+) barrier_ns=([\d.]+) floor_ns=([\d.]+) self_ns=([\d.,]+)", out)
+        if not found:
+            print(f"\n  pace {c}: no rounds in its output")
+        for rnd, b, fl, sf in found:
+            rows.append([i, c, int(rnd), float(b), float(fl), sf, place.group(1) if place else ""])
         print(f"\r  pace launch {i + 1}/{len(order)} {c:<12}", end="", flush=True)
     print()
     with open(os.path.join(OUT, "pace.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["launch", "config", "round", "barrier_ns", "floor_ns", "self_ns"])
+        w.writerow(["launch", "config", "round", "barrier_ns", "floor_ns", "self_ns", "placement"])
         w.writerows(rows)
     print(f"\nPace, 2 ranks bound apart, {PACE_LAUNCHES} launches × 20 rounds each (ns per barrier; ratio to the "
           f"floor measured in the same round by the same processes; a round is slowed when a rank's "
-          f"MPI_COMM_SELF barrier took over {PACE_SLOW}× its fastest):")
+          f"MPI_COMM_SELF barrier took over {PACE_SLOW}× the fastest of that configuration, shown as self ns):")
     print(f"  {'config':<12} {'self ns':>8}  {'full pace: rounds':>17} {'barrier':>8} {'ratio':>6}   "
           f"{'slowed: rounds':>14} {'barrier':>8} {'ratio':>6}")
     for c in names:
