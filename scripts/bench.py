@@ -242,8 +242,16 @@ def check_mpich():
 
 
 HANDOFF = []  # µs of one sched_yield hand-off, one per floor run
-OSU_PROG = None  # bench/barrier_osu.c built for this Open MPI (barrier_section, load_section)
+OSU_PROG = None  # bench/barrier_osu.c built for this Open MPI (osu_prog)
 FIELDS = ["avg_us", "min_us", "max_us", "sample_avg_us", "skew_med_us", "skew_p99_us", "skew_max_us"]
+
+
+def osu_prog():
+    """bench/barrier_osu.c built for this Open MPI, once per run (every section uses it)."""
+    global OSU_PROG
+    if OSU_PROG is None:
+        OSU_PROG = build_prog("mpicc", os.path.join(ROOT, "build", "barrier_osu", "ompi-" + OMPI_LABEL))
+    return OSU_PROG
 
 
 def parse_osu(out):
@@ -274,12 +282,12 @@ def barrier_run(np, config):
         nums = [l.split() for l in out.splitlines() if l.strip() and not l.startswith("#")]
         vals = [float(x) for x in nums[-1]]
         return dict(zip(["avg_us", "min_us", "max_us"], vals if len(vals) >= 3 else vals[:1] * 3))
-    return parse_osu(mpirun(np, args, [OSU_PROG, str(iters), str(iters // 10), str(SAMPLE)], bind=BIND))
+    return parse_osu(mpirun(np, args, [osu_prog(), str(iters), str(iters // 10), str(SAMPLE)], bind=BIND))
 
 
 def persistent_run(np, config):
     _, args = dict(CONFIGS)[config]
-    return parse_osu(mpirun(np, args, [OSU_PROG, "persistent", str(ITERS.get(np, 2000)), str(ITERS.get(np, 2000) // 10)],
+    return parse_osu(mpirun(np, args, [osu_prog(), "persistent", str(ITERS.get(np, 2000)), str(ITERS.get(np, 2000) // 10)],
                             bind=BIND))
 
 
@@ -590,10 +598,9 @@ def fmt(v):
 
 
 def barrier_section():
-    global OSU_PROG
     print(f"Open MPI {OMPI_LABEL} ({shutil.which('mpirun')}), {time.strftime('%Y-%m-%d %H:%M')}, {NCPUS} cpus, "
           f"load average {os.getloadavg()[0]:.2f}")
-    OSU_PROG = build_prog("mpicc", os.path.join(ROOT, "build", "barrier_osu", "ompi-" + OMPI_LABEL))
+    osu_prog()
     mpich_setup()
     if MPICH:
         check_mpich()
@@ -763,14 +770,11 @@ def load_section():
     a daemon or a pinning launcher leaves them) while each believes it has
     a core of its own (2 ranks, 2 cores: the spinning policy). hwbarr
     (auto) and tuned, interleaved launches, µs per barrier."""
-    global OSU_PROG
-    if OSU_PROG is None:
-        OSU_PROG = build_prog("mpicc", os.path.join(ROOT, "build", "barrier_osu", "ompi-" + OMPI_LABEL))
     res = {}
     for i in range(LOAD_LAUNCHES):
         for c in ("hwbarr:auto", "tuned"):
             _, args = dict(CONFIGS)[c]
-            r = parse_osu(mpirun(2, args, [OSU_PROG, "2000", "200", "100"], timeout=120, wrap=("taskset", "-c", "0")))
+            r = parse_osu(mpirun(2, args, [osu_prog(), "2000", "200", "100"], timeout=120, wrap=("taskset", "-c", "0")))
             res.setdefault(c, []).append(r["avg_us"])
             print(f"\r  load launch {i + 1}/{LOAD_LAUNCHES} {c:<12} {r['avg_us']:10.1f} us   ", end="", flush=True)
     print(f"\n\n2 ranks confined to one core, each believing it has its own, {LOAD_LAUNCHES} launches "
@@ -793,9 +797,6 @@ def pace_section():
     took over PACE_SLOW× the fastest of that configuration's launches: its
     cpu ran code slower just then. Prints, per configuration, the median
     barrier/floor ratio of the rounds at full pace and of the slowed ones."""
-    global OSU_PROG
-    if OSU_PROG is None:
-        OSU_PROG = build_prog("mpicc", os.path.join(ROOT, "build", "barrier_osu", "ompi-" + OMPI_LABEL))
     if NCPUS < 2:
         print("\npace: needs 2 cpus, left out")
         return
@@ -808,7 +809,7 @@ def pace_section():
         kind, args = dict(CONFIGS)[c]
         prog = ["pace", str(PACE_ITERS), str(PACE_ITERS // 20)]
         try:
-            out = mpiexec(2, prog, bind=True) if kind == "mpich" else mpirun(2, args, [OSU_PROG] + prog, bind=True)
+            out = mpiexec(2, prog, bind=True) if kind == "mpich" else mpirun(2, args, [osu_prog()] + prog, bind=True)
         except (Timeout, RuntimeError) as e:
             print(f"\n  pace {c}: {str(e).splitlines()[0]}")
             continue
@@ -817,13 +818,14 @@ def pace_section():
         if not found:
             print(f"\n  pace {c}: no rounds in its output")
         for rnd, b, fl, sf in found:
-            rows.append([i, c, int(rnd), float(b), float(fl), sf, place.group(1) if place else ""])
+            rows.append([i, c, int(rnd), float(b), float(fl), [float(x) for x in sf.split(",")],
+                         place.group(1) if place else ""])
         print(f"\r  pace launch {i + 1}/{len(order)} {c:<12}", end="", flush=True)
     print()
     with open(os.path.join(OUT, "pace.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["launch", "config", "round", "barrier_ns", "floor_ns", "self_ns", "placement"])
-        w.writerows(rows)
+        w.writerows(r[:5] + [",".join(f"{x:.2f}" for x in r[5])] + r[6:] for r in rows)
     print(f"\nPace, 2 ranks bound apart, {PACE_LAUNCHES} launches × 20 rounds each (ns per barrier; ratio to the "
           f"floor measured in the same round by the same processes; a round is slowed when a rank's "
           f"MPI_COMM_SELF barrier took over {PACE_SLOW}× the fastest of that configuration, shown as self ns):")
@@ -833,18 +835,15 @@ def pace_section():
         mine = [r for r in rows if r[1] == c]
         if not mine:
             continue
-        fastest = min(float(x) for r in mine for x in r[5].split(","))
-        groups = {True: [], False: []}
-        for r in mine:
-            groups[max(float(x) for x in r[5].split(",")) <= PACE_SLOW * fastest].append(r)
-        cells = []
-        for full in (True, False):
-            g = groups[full]
-            if g:
-                cells.append(f"{len(g):>17} {st.median(r[3] for r in g):8.1f} {st.median(r[3] / r[4] for r in g):6.2f}")
-            else:
-                cells.append(f"{0:>17} {'–':>8} {'–':>6}")
-        print(f"  {c:<12} {fastest:8.2f}  {cells[0]}   {cells[1][3:]}")
+        fastest = min(min(r[5]) for r in mine)
+        full = [r for r in mine if max(r[5]) <= PACE_SLOW * fastest]
+        slowed = [r for r in mine if max(r[5]) > PACE_SLOW * fastest]
+
+        def cell(g, width):
+            if not g:
+                return f"{0:>{width}} {'–':>8} {'–':>6}"
+            return f"{len(g):>{width}} {st.median(r[3] for r in g):8.1f} {st.median(r[3] / r[4] for r in g):6.2f}"
+        print(f"  {c:<12} {fastest:8.2f}  {cell(full, 17)}   {cell(slowed, 14)}")
     print(f"results: {os.path.relpath(OUT, ROOT)}/pace.csv")
 
 
