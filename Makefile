@@ -116,11 +116,8 @@ probe: deps
 	@scripts/install.sh "$(TARGET_DIR)/probe/release/libmca_coll_hwbarr.so" "$(TARGET_DIR)/probe/components" >/dev/null
 	@mkdir -p build/barrier_osu
 	$(MPICC) -O2 -Wall -o build/barrier_osu/probe-$(OMPI_RELEASE) bench/barrier_osu.c
-	@for i in $$(seq $(PROBE_LAUNCHES)); do \
-	  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --bind-to core \
-	    --mca mca_base_component_path "$(PKGLIBDIR):$(TARGET_DIR)/probe/components" \
-	    build/barrier_osu/probe-$(OMPI_RELEASE) persistent 1000000 1000 || exit 1; \
-	done
+	COMPONENT_DIR=$(TARGET_DIR)/probe/components PROBE_LAUNCHES=$(PROBE_LAUNCHES) \
+	  scripts/probe.sh build/barrier_osu/probe-$(OMPI_RELEASE)
 
 clean:
 	$(CARGO) clean
