@@ -849,6 +849,16 @@ def pace_section():
                 return f"{0:>{width}} {'–':>8} {'–':>6}"
             return f"{len(g):>{width}} {st.median(r[3] for r in g):8.1f} {st.median(r[3] / r[4] for r in g):6.2f}"
         print(f"  {c:<12} {fastest:8.2f}  {cell(full, 17)}   {cell(slowed, 14)}")
+    # The 2-rank targets against the floor of the same round (the barrier
+    # section reads them against floor launches of their own).
+    ratio = {c: st.median(r[3] / r[4] for r in rows if r[1] == c) for c in names if any(r[1] == c for r in rows)}
+    if "hwbarr:auto" in ratio:
+        print("Targets, against the floor of the same round (median of per-round ratios, all rounds):")
+        verdict("2 ranks: hwbarr:auto ≤ 1.3× the floor", ratio["hwbarr:auto"], 1.3)
+        peers = {c: v for c, v in ratio.items() if c != "hwbarr:auto"}
+        if peers:
+            best = min(peers, key=peers.get)
+            verdict(f"2 ranks: hwbarr:auto ≤ 0.5× the best peer ({best})", ratio["hwbarr:auto"] / peers[best], 0.5)
     print(f"results: {os.path.relpath(OUT, ROOT)}/pace.csv")
 
 
