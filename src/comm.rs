@@ -336,7 +336,7 @@ impl<P: P2p> Comm<P> {
                         Core::Counter | Core::Line => String::new(),
                     };
                     report::verbose(1, &format!(
-                        "communicator '{name}' (cid {}, {} ranks, one node): MPI_Barrier served by {alg} \
+                        "communicator '{name}' (cid {}, {} ranks, one node): barriers served by {alg} \
                          on shared memory ({} bytes{tree})",
                         self.cid,
                         self.size,
@@ -371,7 +371,7 @@ impl<P: P2p> Comm<P> {
     fn say_linear(&self, place: &str) {
         if self.rank == 0 && self.opts.verbose >= 1 {
             report::verbose(1, &format!(
-                "communicator '{}' (cid {}, {} ranks{place}): MPI_Barrier served by linear over point-to-point",
+                "communicator '{}' (cid {}, {} ranks{place}): barriers served by linear over point-to-point",
                 self.name(),
                 self.cid,
                 self.size

@@ -72,7 +72,7 @@ fn device_refused_on_some_ranks() {
             match want {
                 None => {
                     assert!(lines.is_empty(), "{what}\n{}", job.dump());
-                    assert!(err.contains(&format!("MPI_Barrier served by {alg}")), "{what}\n{}", job.dump());
+                    assert!(err.contains(&format!("barriers served by {alg}")), "{what}\n{}", job.dump());
                 }
                 Some(w) => {
                     assert_eq!(lines.len(), 1, "{what}: one message\n{}", job.dump());

@@ -30,7 +30,7 @@ fn fake_nodes_semantics() {
             assert_eq!(served(&job.stderr(), 0), vec![300; 4], "{hosts} {alg}: hwbarr served world\n{}", job.dump());
             let nodes = hosts.split(',').count();
             let want = match alg {
-                "linear" => format!("4 ranks on {nodes} nodes): MPI_Barrier served by linear over point-to-point"),
+                "linear" => format!("4 ranks on {nodes} nodes): barriers served by linear over point-to-point"),
                 _ => format!("4 ranks on {nodes} nodes): node of rank 0"),
             };
             assert!(job.stderr().contains(&want), "{want}\n{}", job.dump());

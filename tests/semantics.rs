@@ -56,7 +56,7 @@ fn semantics_every_algorithm_every_size() {
             }
             if alg != "auto" {
                 let want =
-                    format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by {alg}");
+                    format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): barriers served by {alg}");
                 assert!(err.contains(&want), "{}", job.dump());
             }
         }
@@ -79,7 +79,7 @@ fn toggle_tree_follows_a_synthetic_machine() {
         let job = semantics(np, "toggle", 60, &env);
         assert!(job.ok(), "np={np} {machine}\n{}", job.dump());
         assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
-        let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): MPI_Barrier served by toggle");
+        let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): barriers served by toggle");
         let line = job.stderr().lines().find(|l| l.contains(&want)).map(str::to_string);
         let line = line.unwrap_or_else(|| panic!("np={np} {machine}: no '{want}'\n{}", job.dump()));
         assert!(line.contains(&format!("toggle banks per level {banks})")), "np={np} {machine}: {line}");
