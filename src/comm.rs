@@ -425,8 +425,9 @@ impl<P: P2p> Comm<P> {
                     _ => String::new(),
                 };
                 let _ = self.seg.set(seg);
+                // Rank 0's settings won: only rank 0 knows that `auto` chose.
                 let auto = match self.opts.requested {
-                    Algorithm::Auto if self.algorithm() == Algorithm::Auto.for_node(t.largest) => {
+                    Algorithm::Auto if self.rank == 0 && self.algorithm() == Algorithm::Auto.for_node(t.largest) => {
                         format!(" (auto: {} ranks on the most populous node)", t.largest)
                     }
                     _ => String::new(),

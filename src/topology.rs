@@ -39,6 +39,9 @@ impl Place {
     }
 }
 
+/// Most cores a synthetic machine may have (`Topology::parse`).
+pub const MAX_SYNTHETIC_CORES: u64 = 1 << 20;
+
 /// How ranks are placed (`coll_hwbarr_topology`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Topology {
@@ -76,6 +79,11 @@ impl Topology {
                 "core" | "pu" => cores = count,
                 _ => return Err(bad()),
             }
+        }
+        // Cores in all, computed in `place`: at most 2^20, so that the
+        // product can neither wrap nor be 0.
+        if u64::from(packages) * u64::from(l3) * u64::from(cores) > MAX_SYNTHETIC_CORES {
+            return Err(bad());
         }
         Ok(Topology::Synthetic { packages, l3_per_package: l3, cores_per_l3: cores })
     }
@@ -153,6 +161,12 @@ mod tests {
         assert_eq!(t, Topology::Synthetic { packages: 2, l3_per_package: 12, cores_per_l3: 8 });
         assert!(Topology::parse("package:2 numa:4").unwrap_err().contains("coll_hwbarr_topology"));
         assert!(Topology::parse("core:0").is_err() && Topology::parse("core").is_err());
+        // Each level fits, the product would not (it wrapped to 0 in u32,
+        // and placing a rank divided by it).
+        assert!(Topology::parse("package:4096 l3:4096 core:256").is_err());
+        assert!(Topology::parse("package:4096 l3:4096 core:4096").is_err());
+        let big = Topology::parse("package:16 l3:256 core:256").unwrap();
+        assert_eq!(big.place(1 << 20, Place::UNKNOWN), big.place(0, Place::UNKNOWN));
         let own = Place { package: Some(9), l3: Some(9) };
         assert_eq!(t.place(0, own), Place { package: Some(0), l3: Some(0) });
         assert_eq!(t.place(95, own), Place { package: Some(0), l3: Some(11) });

@@ -108,13 +108,14 @@ fn fake_nodes_lazy_add_procs_and_async_modex() {
 /// `auto` across nodes follows the most populous node, not the
 /// communicator's size: 10 ranks on two fake nodes of 5 run the line
 /// barrier on each node (by the communicator's size, 10 ranks, it would be
-/// the toggle tree), and barrier semantics hold.
+/// the toggle tree), and barrier semantics hold. Every rank's served line
+/// (verbose 2) names the algorithm it ran.
 #[test]
 fn fake_nodes_auto_follows_the_node_size() {
     let b = board();
     let job = fake_nodes(
         "nodea:5,nodeb:5",
-        &[("coll_hwbarr_verbose", "1")],
+        &[("coll_hwbarr_verbose", "2")],
         &[("HWBARR_BOARD", b.to_str().unwrap())],
         &["semantics", "40"],
     );
@@ -123,4 +124,12 @@ fn fake_nodes_auto_follows_the_node_size() {
     assert_eq!(job.stdout().matches("semantics OK").count(), 10, "{}", job.dump());
     let want = "10 ranks on 2 nodes): node of rank 0: 5 ranks, line (auto: 5 ranks on the most populous node) on shared memory";
     assert!(job.stderr().contains(want), "{want}\n{}", job.dump());
+    // The other node's leader names its node's algorithm, without the note
+    // (only rank 0 knows that `auto` chose).
+    let want = "10 ranks on 2 nodes): node of rank 5: 5 ranks, line on shared memory";
+    assert!(job.stderr().contains(want), "{want}\n{}", job.dump());
+    let err = job.stderr();
+    let served: Vec<&str> = err.lines().filter(|l| l.contains(" of communicator cid 0: served ")).collect();
+    assert_eq!(served.len(), 10, "{}", job.dump());
+    assert!(served.iter().all(|l| l.ends_with("barriers with line")), "{served:?}");
 }

@@ -238,8 +238,6 @@ impl<P: P2p> DeviceExchange<P> {
                 verdict = Err(format!("rank {peer} cannot map the segment: {e}"));
             }
         }
-        self.disagreement = words::differ(&algs)
-            .map(|d| words::disagreement(&[("algorithm", d)], &format!("algorithm ({})", self.settings.algorithm)));
         let linear = self.settings.algorithm == Algorithm::Linear && verdict.as_ref().is_err_and(|w| w.is_empty());
         self.verdict[0] = words::hello();
         self.verdict[1] = match &verdict {
@@ -247,6 +245,11 @@ impl<P: P2p> DeviceExchange<P> {
             Err(_) if linear => VERDICT_LINEAR,
             Err(_) => VERDICT_FALLBACK,
         };
+        // Falling back, nobody runs the algorithms compared: no disagreement.
+        if self.verdict[1] != VERDICT_FALLBACK {
+            self.disagreement = words::differ(&algs)
+                .map(|d| words::disagreement(&[("algorithm", d)], &format!("algorithm ({})", self.settings.algorithm)));
+        }
         self.outcome = Some(verdict);
         for q in 1..self.members.len() {
             let peer = self.members[q];
@@ -398,7 +401,11 @@ mod tests {
     #[test]
     fn another_protocol_version_makes_every_rank_fall_back() {
         for (others, named) in [(&[0][..], "rank 1 runs"), (&[2], "rank 2 runs"), (&[2, 3], "rank 2 runs")] {
-            let out = exchange_versions(&[Algorithm::Counter; 4], others);
+            // Rank 1 asks for another algorithm than rank 0: not named, as
+            // nobody runs either.
+            let algs = [Algorithm::Counter, Algorithm::Toggle, Algorithm::Counter, Algorithm::Counter];
+            let out = exchange_versions(&algs, others);
+            assert!(out[0].0.disagreement.is_none(), "{:?} ({others:?})", out[0].0.disagreement);
             for (r, (a, seg)) in out.iter().enumerate() {
                 match (&a.fallback, seg) {
                     (Some(why), None) => assert!(r > 0 || why.contains(named), "rank {r}: {why} ({others:?})"),

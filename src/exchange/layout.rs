@@ -138,7 +138,8 @@ impl<P: P2p> LayoutExchange<P> {
         if let Some(d) = words::differ(&inters) {
             differ.push(("inter", d));
         }
-        if !differ.is_empty() {
+        // Falling back, nobody runs the settings compared: no disagreement.
+        if !differ.is_empty() && self.fallback.is_none() {
             let chosen = format!("settings (algorithm {}, inter {inter})", mine.algorithm);
             self.disagreement = Some(words::disagreement(&differ, &chosen));
         }
@@ -168,18 +169,28 @@ impl<P: P2p> LayoutExchange<P> {
         }
         let n = self.ids.len() - TAIL_WORDS;
         let tail = &self.ids[n..];
-        if words::greeting(tail[0]) == Greeting::Stranger {
+        let greeting = words::greeting(tail[0]);
+        if greeting == Greeting::Stranger {
             report::warn(Topic::NotHwbarr, &words::stranger(0));
             return Err(ERROR);
         }
-        let Some(s) = Settings::from_words(&tail[1..3]) else {
-            report::warn(Topic::NotHwbarr, &words::stranger(0));
-            return Err(ERROR);
+        // A rank 0 of another protocol version falls back with every rank,
+        // whatever its settings words mean there: read them only from ours.
+        let fallback = match (greeting, tail[3], self.fallback.take()) {
+            (Greeting::Version(v), _, _) => {
+                Some(format!("rank 0 runs hwbarr protocol {v}, rank {} protocol {}", self.rank, words::protocol()))
+            }
+            (_, 0, _) => None,
+            (_, _, Some(why)) => Some(why),
+            (_, _, None) => Some("hwbarr protocol versions differ between ranks".into()),
         };
-        let fallback = match (tail[3], self.fallback.take()) {
-            (0, _) => None,
-            (_, Some(why)) => Some(why),
-            (_, None) => Some("hwbarr protocol versions differ between ranks".into()),
+        let s = match Settings::from_words(&tail[1..3]) {
+            Some(s) if greeting == Greeting::Ours => s,
+            _ if fallback.is_some() => Settings { algorithm: Algorithm::Linear, inter: None },
+            _ => {
+                report::warn(Topic::NotHwbarr, &words::stranger(0));
+                return Err(ERROR);
+            }
         };
         let nodes: Vec<u32> = self.ids[..n].iter().map(|&i| i as u32).collect();
         let agreed = Agreed {
@@ -324,14 +335,61 @@ mod exchange_tests {
     /// A rank of another protocol version is not compared: its words may
     /// mean something else (here: version 1 resolved `auto` by the
     /// communicator's size, toggle at 10 ranks, where 5 + 5 gives line).
+    /// Nor are the others, who disagree (rank 5): every rank falls back,
+    /// so nobody runs the settings compared.
     #[test]
     fn another_version_is_not_named_as_a_disagreement() {
         let hosts = ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"];
         let mut algs = [Algorithm::Auto; 10];
         algs[3] = Algorithm::Toggle;
+        algs[5] = Algorithm::Counter;
         let out = agree(&hosts, &algs, &[3]);
         assert!(out.iter().all(|a| a.fallback.is_some()), "{out:?}");
         assert!(out[0].disagreement.is_none(), "{:?}", out[0].disagreement);
+    }
+
+    /// A rank 0 of a later protocol whose settings words we cannot read
+    /// (an algorithm we do not know): every other rank falls back with it
+    /// instead of failing the communicator.
+    #[test]
+    fn a_later_rank_0_with_unreadable_settings_is_followed_into_fallback() {
+        let hosts = ["a", "b", "a", "b"];
+        let out = mem::run(mem::network(&hosts), move |ep| {
+            let r = ep.rank();
+            if r != 0 {
+                let s = Settings { algorithm: Algorithm::Line, inter: None };
+                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
+                loop {
+                    if let Some((_, a)) = x.poll().unwrap() {
+                        return Some(a);
+                    }
+                    std::thread::yield_now();
+                }
+            }
+            // Rank 0, by hand: hear everyone, answer as a later version.
+            words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
+            let mut f = Flight::new(ep);
+            let slots: Vec<Slot> = (1..4).map(|q| f.recv(HELLO_WORDS, q).unwrap()).collect();
+            while !f.done().unwrap() {
+                std::thread::yield_now();
+            }
+            for slot in slots {
+                f.take(slot);
+            }
+            let answer = [0, 1, 0, 1, words::hello(), 7, 0, 1];
+            for q in 1..4 {
+                f.send(&answer, q).unwrap();
+            }
+            while !f.done().unwrap() {
+                std::thread::yield_now();
+            }
+            None
+        });
+        for (r, a) in out.iter().enumerate().skip(1) {
+            let a = a.as_ref().expect("a peer's outcome");
+            let why = a.fallback.as_deref().unwrap_or_else(|| panic!("rank {r} did not fall back"));
+            assert!(why.contains(&format!("rank 0 runs hwbarr protocol {}", words::PROTOCOL + 1)), "rank {r}: {why}");
+        }
     }
 
     /// A rank with another protocol version (rank 0 or another): every rank
