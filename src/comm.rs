@@ -385,7 +385,7 @@ impl<P: P2p> Comm<P> {
     /// (`adopt_node_device`).
     pub fn adopt_layout(&self, t: Layout, agreed: Agreed) {
         let _ = self.inter.set(agreed.inter.expect("the layout exchange agrees on the leaders' algorithm"));
-        let nodes = t.leaders.len();
+        let nodes = t.nodes;
         let _ = self.layout.set(t);
         if let (Some(d), 0) = (&agreed.disagreement, self.rank) {
             report::warn(Topic::Disagreement, &format!("communicator '{}' (cid {}): {d}", self.name(), self.cid));
@@ -446,7 +446,7 @@ impl<P: P2p> Comm<P> {
                 self.name(),
                 self.cid,
                 self.size,
-                t.leaders.len(),
+                t.nodes,
                 self.rank,
                 t.local.len(),
                 self.inter_algorithm(),

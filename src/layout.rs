@@ -12,21 +12,37 @@ pub struct Layout {
     pub local: Vec<c_int>,
     /// Our index in `local`.
     pub me: usize,
-    /// Each node's leader, nodes in order of their lowest rank.
+    /// Each node's leader, nodes in order of their lowest rank: on leaders,
+    /// who alone talk between nodes; empty on the other ranks (a
+    /// communicator of one rank per node would otherwise send every rank
+    /// every leader).
     pub leaders: Vec<c_int>,
-    /// Our node's index in `leaders`.
+    /// Nodes the communicator spans.
+    pub nodes: usize,
+    /// Our node's index (in `leaders`, on a leader).
     pub node: usize,
     /// Ranks on the most populous node (`auto` resolves by it).
     pub largest: usize,
 }
 
+/// The ranks of each node, nodes in order of their lowest rank, from the
+/// node id of every rank (`nodes[r]` for rank r; any ids).
+pub fn group(nodes: &[u32]) -> Vec<Vec<c_int>> {
+    let mut index = std::collections::HashMap::new();
+    let mut groups: Vec<Vec<c_int>> = Vec::new();
+    for (r, n) in nodes.iter().enumerate() {
+        let i = *index.entry(n).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[i].push(r as c_int);
+    }
+    groups
+}
+
 /// Ranks on the most populous node, from the node id of every rank.
 pub fn most_populous(nodes: &[u32]) -> usize {
-    let mut count = std::collections::HashMap::new();
-    for n in nodes {
-        *count.entry(n).or_insert(0usize) += 1;
-    }
-    count.into_values().max().unwrap_or(0)
+    group(nodes).iter().map(Vec::len).max().unwrap_or(0)
 }
 
 impl Layout {
@@ -35,31 +51,31 @@ impl Layout {
         Layout {
             local: (0..size).collect(),
             me: rank as usize,
-            leaders: vec![0],
+            leaders: if rank == 0 { vec![0] } else { Vec::new() },
+            nodes: 1,
             node: 0,
             largest: size as usize,
         }
     }
 
+    /// Rank `rank`'s layout among `groups` (`group`'s output).
+    pub fn from_groups(groups: &[Vec<c_int>], rank: c_int) -> Layout {
+        let node = groups.iter().position(|g| g.contains(&rank)).expect("own node");
+        let local = groups[node].clone();
+        let me = local.iter().position(|&r| r == rank).expect("own rank");
+        Layout {
+            leaders: if me == 0 { groups.iter().map(|g| g[0]).collect() } else { Vec::new() },
+            nodes: groups.len(),
+            node,
+            me,
+            local,
+            largest: groups.iter().map(Vec::len).max().unwrap_or(0),
+        }
+    }
+
     /// From the node id of every rank (`nodes[r]` for rank r).
     pub fn from_nodes(nodes: &[u32], rank: c_int) -> Layout {
-        let mine = nodes[rank as usize];
-        let local: Vec<c_int> = (0..nodes.len() as c_int).filter(|&r| nodes[r as usize] == mine).collect();
-        let mut leaders: Vec<c_int> = Vec::new();
-        let mut seen: Vec<u32> = Vec::new();
-        for (r, &n) in nodes.iter().enumerate() {
-            if !seen.contains(&n) {
-                seen.push(n);
-                leaders.push(r as c_int);
-            }
-        }
-        Layout {
-            me: local.iter().position(|&r| r == rank).expect("own rank"),
-            node: seen.iter().position(|&n| n == mine).expect("own node"),
-            local,
-            leaders,
-            largest: most_populous(nodes),
-        }
+        Layout::from_groups(&group(nodes), rank)
     }
 
     pub fn is_leader(&self) -> bool {

@@ -1,9 +1,14 @@
 //! Finding a communicator's node layout on its first barrier, when it
 //! spans nodes: every rank sends its host name and settings to rank 0,
-//! which answers each with every rank's node id and the settings every
-//! rank adopts (`words`): rank 0's, with `auto` resolved by the most
-//! populous node. Rank 0 hears from all before anyone hears back,
-//! so the exchange is itself a barrier.
+//! which answers each with its node's ranks (a leader also gets every
+//! node's leader) and the settings every rank adopts (`words`): rank 0's,
+//! with `auto` resolved by the most populous node. Rank 0 hears from all
+//! before anyone hears back, so the exchange is itself a barrier. What rank
+//! 0 sends grows with the ranks per node, not with the communicator's size
+//! squared: (n-1)(n+4) words when every rank got every rank's node id.
+//!
+//! A rank of another protocol version gets the answer of version 2, which
+//! every version reads: every rank's node id, then `TAIL_WORDS`.
 
 use std::ffi::c_int;
 
@@ -29,9 +34,59 @@ fn name_words(host: &str) -> [u64; NAME_WORDS] {
 
 /// A rank's first message: hello, host name, settings.
 const HELLO_WORDS: usize = 1 + NAME_WORDS + SETTINGS_WORDS;
-/// After the node ids: hello, rank 0's local algorithm, the agreed leaders'
-/// algorithm, and 1 if the ranks fall back together (protocol versions).
+/// Rank 0's settings as it answers: hello, rank 0's local algorithm, the
+/// agreed leaders' algorithm, and 1 if the ranks fall back together
+/// (protocol versions). First in an answer of our version, after the node
+/// ids in one of version 2.
 const TAIL_WORDS: usize = 4;
+
+/// An answer of our version: the tail, then our node's index, the number
+/// of nodes, the ranks on the most populous node, the count of our node's
+/// ranks and those ranks, the count of leaders sent (all or none) and the
+/// leaders.
+const HEAD_WORDS: usize = TAIL_WORDS + 4;
+
+/// Room for either answer to a communicator of `n` ranks: a node's ranks
+/// and the leaders overlap in one rank at most, so they are at most n + 1.
+fn answer_room(n: usize) -> usize {
+    (n + TAIL_WORDS).max(HEAD_WORDS + (n + 1) + 1)
+}
+
+/// Rank `rank`'s answer of our version: `tail`, then its place among
+/// `groups` (each node's ranks, ascending, nodes in order of their lowest
+/// rank), `node` its node's index.
+fn answer(tail: [u64; TAIL_WORDS], groups: &[Vec<c_int>], node: usize, rank: c_int) -> Vec<u64> {
+    let local = &groups[node];
+    let leader = local.first() == Some(&rank);
+    let largest = groups.iter().map(Vec::len).max().unwrap_or(0);
+    let mut w = tail.to_vec();
+    w.extend([node as u64, groups.len() as u64, largest as u64, local.len() as u64]);
+    w.extend(local.iter().map(|&r| r as u64));
+    if leader {
+        w.push(groups.len() as u64);
+        w.extend(groups.iter().map(|g| g[0] as u64));
+    } else {
+        w.push(0);
+    }
+    w
+}
+
+/// Reads an answer of our version (`w`, zero-padded) as rank `rank`: its
+/// layout, or None if the words do not hold one.
+fn read_answer(w: &[u64], rank: c_int) -> Option<Layout> {
+    let head = w.get(TAIL_WORDS..HEAD_WORDS)?;
+    let (node, nodes, largest, k) = (head[0] as usize, head[1] as usize, head[2] as usize, head[3] as usize);
+    let local: Vec<c_int> = w.get(HEAD_WORDS..HEAD_WORDS.checked_add(k)?)?.iter().map(|&r| r as c_int).collect();
+    let m = *w.get(HEAD_WORDS + k)? as usize;
+    let leaders: Vec<c_int> =
+        w.get(HEAD_WORDS + k + 1..(HEAD_WORDS + k + 1).checked_add(m)?)?.iter().map(|&r| r as c_int).collect();
+    let me = local.iter().position(|&r| r == rank)?;
+    let leads = me == 0 && m == nodes && leaders.get(node) == Some(&local[0]);
+    if node >= nodes || k > largest || !(leads || (me != 0 && m == 0)) {
+        return None;
+    }
+    Some(Layout { local, me, leaders, nodes, node, largest })
+}
 
 /// One rank's part of the layout exchange, advanced without blocking.
 pub struct LayoutExchange<P: P2p> {
@@ -44,8 +99,10 @@ pub struct LayoutExchange<P: P2p> {
     slots: Vec<Slot>,
     /// Others: where rank 0's answer arrives.
     answer: Option<Slot>,
-    /// Every rank's node id, then `TAIL_WORDS`, from rank 0.
-    ids: Vec<u64>,
+    /// Rank 0's answer to us (rank 0: its own).
+    reply: Vec<u64>,
+    /// Ranks in the communicator.
+    size: usize,
     /// Rank 0 has sent the ids.
     answered: bool,
     disagreement: Option<String>,
@@ -69,7 +126,8 @@ impl<P: P2p> LayoutExchange<P> {
             names: vec![mine],
             slots: Vec::new(),
             answer: None,
-            ids: vec![0; n + TAIL_WORDS],
+            reply: Vec::new(),
+            size: n,
             answered: false,
             disagreement: None,
             fallback: None,
@@ -83,7 +141,7 @@ impl<P: P2p> LayoutExchange<P> {
         } else {
             // The answer's receive first: if it cannot be posted, rank 0
             // gets a failure notice instead of our first message.
-            x.answer = Some(x.flight.recv(n + TAIL_WORDS, 0)?);
+            x.answer = Some(x.flight.recv(answer_room(n), 0)?);
             x.flight.send(&mine, 0)?;
         }
         Ok(x)
@@ -145,10 +203,17 @@ impl<P: P2p> LayoutExchange<P> {
         }
         let code = |a: Algorithm| Settings { algorithm: a, inter: None }.words()[0];
         let inter_code = Settings { algorithm: mine.algorithm, inter: Some(inter) }.words()[1];
-        self.ids = ids.into_iter().map(u64::from).collect();
-        self.ids.extend([words::hello(), code(mine.algorithm), inter_code, self.fallback.is_some() as u64]);
+        let tail = [words::hello(), code(mine.algorithm), inter_code, self.fallback.is_some() as u64];
+        // Node ids are node indexes: both count nodes in order of their
+        // lowest rank.
+        let groups = layout::group(&ids);
+        let reply = |q: usize| match words::greeting(self.names[q][0]) {
+            Greeting::Ours => answer(tail, &groups, ids[q] as usize, q as c_int),
+            _ => ids.iter().map(|&i| u64::from(i)).chain(tail).collect(),
+        };
+        self.reply = reply(0);
         for q in 1..n {
-            self.flight.send(&self.ids, q as c_int)?;
+            self.flight.send(&reply(q), q as c_int)?;
         }
         Ok(())
     }
@@ -165,10 +230,13 @@ impl<P: P2p> LayoutExchange<P> {
             return self.poll();
         }
         if let Some(slot) = self.answer.take() {
-            self.ids = self.flight.take(slot).into();
+            self.reply = self.flight.take(slot).into();
         }
-        let n = self.ids.len() - TAIL_WORDS;
-        let tail = &self.ids[n..];
+        let n = self.size;
+        // Our version's answer starts with a greeting, version 2's with a
+        // node id (below 2^32, never a greeting).
+        let ours = words::greeting(self.reply[0]) == Greeting::Ours;
+        let tail = if ours { &self.reply[..TAIL_WORDS] } else { &self.reply[n..n + TAIL_WORDS] };
         let greeting = words::greeting(tail[0]);
         if greeting == Greeting::Stranger {
             report::warn(Topic::NotHwbarr, &words::stranger(0));
@@ -192,28 +260,34 @@ impl<P: P2p> LayoutExchange<P> {
                 return Err(ERROR);
             }
         };
-        let nodes: Vec<u32> = self.ids[..n].iter().map(|&i| i as u32).collect();
+        let layout = if ours {
+            read_answer(&self.reply, self.rank)
+        } else {
+            let ids: Vec<u32> = self.reply[..n].iter().map(|&i| i as u32).collect();
+            Some(Layout::from_nodes(&ids, self.rank))
+        };
+        let Some(layout) = layout else {
+            report::warn(Topic::NotHwbarr, &words::stranger(0));
+            return Err(ERROR);
+        };
         let agreed = Agreed {
             algorithm: s.algorithm,
             inter: Some(s.inter.unwrap_or_else(|| inter::choose(None, 1))),
             fallback,
             disagreement: self.disagreement.take(),
         };
-        Ok(Some((Layout::from_nodes(&nodes, self.rank), agreed)))
+        Ok(Some((layout, agreed)))
     }
 }
 
 /// Gives each distinct name an id, in order of first appearance.
 pub fn node_ids(names: &[Vec<u8>]) -> Vec<u32> {
-    let mut seen: Vec<&[u8]> = Vec::new();
+    let mut seen: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
     names
         .iter()
-        .map(|n| match seen.iter().position(|s| *s == &n[..]) {
-            Some(i) => i as u32,
-            None => {
-                seen.push(n);
-                (seen.len() - 1) as u32
-            }
+        .map(|n| {
+            let next = seen.len() as u32;
+            *seen.entry(&n[..]).or_insert(next)
         })
         .collect()
 }
@@ -228,15 +302,54 @@ mod tests {
         let ids = node_ids(&[b"a".to_vec(), b"b".to_vec(), b"b".to_vec(), b"c".to_vec()]);
         assert_eq!(ids, vec![0, 1, 1, 2]);
         let t = Layout::from_nodes(&ids, 2);
-        assert_eq!((t.local.clone(), t.me, t.leaders.clone(), t.node), (vec![1, 2], 1, vec![0, 1, 3], 1));
-        assert_eq!(t.largest, 2);
+        assert_eq!((t.local.clone(), t.me, t.leaders.clone(), t.node), (vec![1, 2], 1, vec![], 1));
+        assert_eq!((t.largest, t.nodes), (2, 3));
         assert!(!t.is_leader());
         let t = Layout::from_nodes(&ids, 3);
-        assert_eq!((t.local.clone(), t.me, t.node), (vec![3], 0, 2));
+        assert_eq!((t.local.clone(), t.me, t.leaders.clone(), t.node), (vec![3], 0, vec![0, 1, 3], 2));
         assert!(t.is_leader());
         // Interleaved placement: a b a b.
-        let t = Layout::from_nodes(&[0, 1, 0, 1], 2);
-        assert_eq!((t.local, t.me, t.leaders, t.node), (vec![0, 2], 1, vec![0, 1], 0));
+        let t = Layout::from_nodes(&[0, 1, 0, 1], 3);
+        assert_eq!((t.local, t.me, t.leaders, t.node), (vec![1, 3], 1, vec![], 1));
+        let t = Layout::from_nodes(&[0, 1, 0, 1], 1);
+        assert_eq!((t.local, t.me, t.leaders, t.node), (vec![1, 3], 0, vec![0, 1], 1));
+    }
+
+    /// Every rank reads from its answer the layout it would find from every
+    /// rank's node id; what rank 0 sends grows with the ranks per node.
+    #[test]
+    fn answers_carry_each_rank_its_layout() {
+        let tail = [words::hello(), 1, 2, 0];
+        let cases: [Vec<u32>; 4] = [
+            vec![0, 1, 1, 2],
+            vec![0, 1, 0, 1, 0, 1, 0, 1, 0, 1],
+            (0..9).collect(),
+            (0..512).map(|r| r / 64).collect(),
+        ];
+        for ids in &cases {
+            let n = ids.len();
+            let groups = layout::group(ids);
+            let mut sent = 0;
+            for q in 0..n {
+                let w = answer(tail, &groups, ids[q] as usize, q as c_int);
+                assert_eq!(&w[..TAIL_WORDS], &tail);
+                assert!(w.len() <= answer_room(n), "{} words for {n} ranks", w.len());
+                let mut padded = w.clone();
+                padded.resize(answer_room(n), 0);
+                let t = read_answer(&padded, q as c_int).expect("readable");
+                assert_eq!(t, Layout::from_nodes(ids, q as c_int), "rank {q} of {ids:?}");
+                sent += w.len();
+                // Cut short or read by another rank: refused.
+                assert_eq!(read_answer(&w[..w.len() - 1], q as c_int), None, "rank {q}");
+                let other = ((q + 1) % n) as c_int;
+                assert!(groups[ids[q] as usize].contains(&other) || read_answer(&padded, other).is_none());
+            }
+            if n == 512 {
+                // 8 nodes of 64: 504 ranks get 73 words, 8 leaders 81; every
+                // rank's node id to each would be 516 words.
+                assert_eq!(sent, 504 * 73 + 8 * 81);
+            }
+        }
     }
 
     #[test]
@@ -275,7 +388,8 @@ mod exchange_tests {
             assert_eq!((a.algorithm, a.inter, a.fallback.is_none()), (Algorithm::Toggle, Some(InterAlgorithm::Counter), true));
             assert_eq!(a.disagreement.is_some(), r == 0);
         }
-        assert_eq!((out[3].0.local.clone(), out[3].0.leaders.clone(), out[3].0.node), (vec![1, 3], vec![0, 1], 1));
+        assert_eq!((out[3].0.local.clone(), out[3].0.leaders.clone(), out[3].0.node), (vec![1, 3], vec![], 1));
+        assert_eq!((out[1].0.local.clone(), out[1].0.leaders.clone(), out[1].0.node), (vec![1, 3], vec![0, 1], 1));
         assert!(out[0].1.disagreement.as_ref().unwrap().contains("dissemination on rank 2"));
     }
 

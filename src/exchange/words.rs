@@ -23,7 +23,11 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// Version 2: a rank's first message in the layout exchange carries its
 /// local algorithm as requested, `auto` included (version 1 resolved it by
 /// the communicator's size).
-pub const PROTOCOL: u64 = 2;
+/// Version 3: rank 0's answer in the layout exchange carries a rank's own
+/// node and, to a leader, the leaders, not every rank's node id; a rank of
+/// another version gets the answer of version 2, which every later version
+/// reads and sends to the versions before it.
+pub const PROTOCOL: u64 = 3;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
 /// This rank's protocol version: `PROTOCOL`; in unit tests, where threads
