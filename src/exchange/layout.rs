@@ -54,11 +54,10 @@ fn answer_room(n: usize) -> usize {
 
 /// Rank `rank`'s answer of our version: `tail`, then its place among
 /// `groups` (each node's ranks, ascending, nodes in order of their lowest
-/// rank), `node` its node's index.
-fn answer(tail: [u64; TAIL_WORDS], groups: &[Vec<c_int>], node: usize, rank: c_int) -> Vec<u64> {
+/// rank; `largest` ranks on the most populous), `node` its node's index.
+fn answer(tail: [u64; TAIL_WORDS], groups: &[Vec<c_int>], largest: usize, node: usize, rank: c_int) -> Vec<u64> {
     let local = &groups[node];
     let leader = local.first() == Some(&rank);
-    let largest = groups.iter().map(Vec::len).max().unwrap_or(0);
     let mut w = tail.to_vec();
     w.extend([node as u64, groups.len() as u64, largest as u64, local.len() as u64]);
     w.extend(local.iter().map(|&r| r as u64));
@@ -208,7 +207,7 @@ impl<P: P2p> LayoutExchange<P> {
         // lowest rank.
         let groups = layout::group(&ids);
         let reply = |q: usize| match words::greeting(self.names[q][0]) {
-            Greeting::Ours => answer(tail, &groups, ids[q] as usize, q as c_int),
+            Greeting::Ours => answer(tail, &groups, largest, ids[q] as usize, q as c_int),
             _ => ids.iter().map(|&i| u64::from(i)).chain(tail).collect(),
         };
         self.reply = reply(0);
@@ -329,9 +328,10 @@ mod tests {
         for ids in &cases {
             let n = ids.len();
             let groups = layout::group(ids);
+            let largest = layout::most_populous(ids);
             let mut sent = 0;
             for q in 0..n {
-                let w = answer(tail, &groups, ids[q] as usize, q as c_int);
+                let w = answer(tail, &groups, largest, ids[q] as usize, q as c_int);
                 assert_eq!(&w[..TAIL_WORDS], &tail);
                 assert!(w.len() <= answer_room(n), "{} words for {n} ranks", w.len());
                 let mut padded = w.clone();
@@ -345,8 +345,9 @@ mod tests {
                 assert!(groups[ids[q] as usize].contains(&other) || read_answer(&padded, other).is_none());
             }
             if n == 512 {
-                // 8 nodes of 64: 504 ranks get 73 words, 8 leaders 81; every
-                // rank's node id to each would be 516 words.
+                // 8 nodes of 64 (rank 0's own answer counted): 504 ranks
+                // get 73 words, 8 leaders 81; every rank's node id to each
+                // would be 516 words.
                 assert_eq!(sent, 504 * 73 + 8 * 81);
             }
         }
@@ -378,6 +379,9 @@ mod exchange_tests {
             let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
+                    // Rank 0 answered in our version's form, not with
+                    // every rank's node id.
+                    assert_eq!(words::greeting(x.reply[0]), Greeting::Ours, "rank {r}");
                     return done;
                 }
                 std::thread::yield_now();
@@ -462,6 +466,46 @@ mod exchange_tests {
         assert!(out[0].disagreement.is_none(), "{:?}", out[0].disagreement);
     }
 
+    /// Answers whose parts do not fit together are refused: leaders sent
+    /// to a rank that does not lead, none to one that does, a node index
+    /// past the nodes, a node larger than the most populous, our leader
+    /// not at our node's place among the leaders.
+    #[test]
+    fn answers_that_do_not_fit_are_refused() {
+        let tail = [words::hello(), 1, 2, 0];
+        let ids = [0, 1, 0, 1];
+        let groups = layout::group(&ids);
+        let good = |q: usize| {
+            let mut w = answer(tail, &groups, 2, ids[q] as usize, q as c_int);
+            w.resize(answer_room(4), 0);
+            w
+        };
+        assert!(read_answer(&good(3), 3).is_some() && read_answer(&good(1), 1).is_some());
+        // [tail 4][node, nodes, largest, k][local k][m][leaders m]
+        let (node, nodes, largest) = (TAIL_WORDS, TAIL_WORDS + 1, TAIL_WORDS + 2);
+        let leaders_at = HEAD_WORDS + 2;
+        let mut w = good(3);
+        w[leaders_at] = 2;
+        w[leaders_at + 1] = 0;
+        w[leaders_at + 2] = 1;
+        assert_eq!(read_answer(&w, 3), None, "leaders to a rank that does not lead");
+        let mut w = good(1);
+        w[leaders_at] = 0;
+        assert_eq!(read_answer(&w, 1), None, "no leaders to a leader");
+        let mut w = good(3);
+        w[node] = 2;
+        assert_eq!(read_answer(&w, 3), None, "node past the nodes");
+        let mut w = good(3);
+        w[largest] = 1;
+        assert_eq!(read_answer(&w, 3), None, "a node larger than the largest");
+        let mut w = good(1);
+        w[leaders_at + 2] = 3;
+        assert_eq!(read_answer(&w, 1), None, "our leader not at our node's place");
+        let mut w = good(1);
+        w[nodes] = 1;
+        assert_eq!(read_answer(&w, 1), None, "node 1 of 1");
+    }
+
     /// A rank 0 of a later protocol whose settings words we cannot read
     /// (an algorithm we do not know): every other rank falls back with it
     /// instead of failing the communicator.
@@ -520,6 +564,10 @@ mod exchange_tests {
                 let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
                 loop {
                     if let Some(done) = x.poll().unwrap() {
+                        // Rank 0 answers a rank of its own version in that
+                        // version's form, the others in version 2's.
+                        let same = (r == odd) == (odd == 0);
+                        assert_eq!(words::greeting(x.reply[0]) == Greeting::Ours, same, "rank {r} (odd {odd})");
                         return done;
                     }
                     std::thread::yield_now();
