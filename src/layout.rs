@@ -40,9 +40,9 @@ pub fn group(nodes: &[u32]) -> Vec<Vec<c_int>> {
     groups
 }
 
-/// Ranks on the most populous node, from the node id of every rank.
-pub fn most_populous(nodes: &[u32]) -> usize {
-    group(nodes).iter().map(Vec::len).max().unwrap_or(0)
+/// Ranks on the most populous of `groups` (`group`'s output).
+pub fn largest(groups: &[Vec<c_int>]) -> usize {
+    groups.iter().map(Vec::len).max().unwrap_or(0)
 }
 
 impl Layout {
@@ -69,7 +69,7 @@ impl Layout {
             node,
             me,
             local,
-            largest: groups.iter().map(Vec::len).max().unwrap_or(0),
+            largest: largest(groups),
         }
     }
 

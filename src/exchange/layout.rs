@@ -169,11 +169,14 @@ impl<P: P2p> LayoutExchange<P> {
         let names: Vec<Vec<u8>> =
             self.names.iter().map(|w| w[1..1 + NAME_WORDS].iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
         let ids = node_ids(&names);
-        let nodes = ids.iter().collect::<std::collections::HashSet<_>>().len();
+        // Node ids are node indexes: both count nodes in order of their
+        // lowest rank.
+        let groups = layout::group(&ids);
+        let nodes = groups.len();
         // `auto` resolved once, by the most populous node, for every node.
         // A rank of another protocol version is left out of the comparison:
         // its words may mean something else, and every rank falls back.
-        let largest = layout::most_populous(&ids);
+        let largest = layout::largest(&groups);
         let settings: Vec<Settings> = self
             .names
             .iter()
@@ -203,9 +206,6 @@ impl<P: P2p> LayoutExchange<P> {
         let code = |a: Algorithm| Settings { algorithm: a, inter: None }.words()[0];
         let inter_code = Settings { algorithm: mine.algorithm, inter: Some(inter) }.words()[1];
         let tail = [words::hello(), code(mine.algorithm), inter_code, self.fallback.is_some() as u64];
-        // Node ids are node indexes: both count nodes in order of their
-        // lowest rank.
-        let groups = layout::group(&ids);
         let reply = |q: usize| match words::greeting(self.names[q][0]) {
             Greeting::Ours => answer(tail, &groups, largest, ids[q] as usize, q as c_int),
             _ => ids.iter().map(|&i| u64::from(i)).chain(tail).collect(),
@@ -328,7 +328,7 @@ mod tests {
         for ids in &cases {
             let n = ids.len();
             let groups = layout::group(ids);
-            let largest = layout::most_populous(ids);
+            let largest = layout::largest(&groups);
             let mut sent = 0;
             for q in 0..n {
                 let w = answer(tail, &groups, largest, ids[q] as usize, q as c_int);
