@@ -7,7 +7,9 @@ set -euo pipefail
 
 have_ompi() { command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
   for d in $(mpicc --showme:incdirs 2>/dev/null); do [ -f "$d/ompi/mca/coll/coll.h" ] && return 0; done; return 1; }
-have_clang() { ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; }
+# libclang's C library, the one bindgen loads (libclang.so, libclang-14.so.1):
+# not libclang-cpp, the C++ one, which other packages bring alone.
+have_clang() { ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so* >/dev/null 2>&1; }
 
 # `deps.sh bench` also wants gnuplot for the chart, python3 for the driver
 # and python3's venv for MPICH (below); `deps.sh lint` python3 for the
