@@ -233,6 +233,16 @@ impl<P: P2p> Comm<P> {
         p2p::send_notices(&self.p2p, self.waiting_on_us());
     }
 
+    /// Runs `step`, a step of one of hwbarr's barriers on this communicator
+    /// (an exchange, a protocol). A panic in it, a bug of hwbarr's, becomes
+    /// one warning and an error, which fails the communicator as any error
+    /// of a step does (`barrier::run`, `engine`: `fail`), so that its peers
+    /// are told instead of waiting for ever on a rank that left.
+    pub fn contained<T>(&self, step: impl FnOnce() -> Result<T, c_int>) -> Result<T, c_int> {
+        let what = || format!("a barrier on communicator '{}' (cid {}, rank {})", self.name(), self.cid, self.rank);
+        report::contain(what, step).unwrap_or(Err(ERROR))
+    }
+
     /// Passes `r` on, failing the communicator (`fail`) if it is an error.
     pub fn failing<T>(&self, r: Result<T, c_int>) -> Result<T, c_int> {
         r.inspect_err(|&rc| self.fail(rc))

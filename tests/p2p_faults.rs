@@ -160,6 +160,16 @@ p2p_cases! {
     after_fallback_rank_3_op_8:       4, ONE_NODE,  "3:8",              REFUSED, [mixed],                           12, AfterFallback(3);
     after_fallback_rank_3_op_9:       4, ONE_NODE,  "3:9",              REFUSED, [mixed],                           12, AfterFallback(3);
 
+    // A panic of hwbarr's (`<n>p`) in place of the error, in the device
+    // exchange, the layout exchange, a node's device exchange, and the
+    // leaders' messages of a later barrier: contained on its rank, which
+    // fails the communicator and tells the others, as for an error.
+    panic_one_node_rank_0_op_2:       3, ONE_NODE,  "0:2p",             WORKS,   [blocking nonblocking persistent], 20, FromRank(0, 1);
+    panic_one_node_rank_2_op_3:       3, ONE_NODE,  "2:3p",             WORKS,   [blocking],                        20, FromRank(2, 1);
+    panic_nodes_2_2_rank_0_op_4:      4, NODES_2_2, "0:4p",             WORKS,   [blocking],                        20, FromRank(0, 1);
+    panic_nodes_2_2_rank_2_op_4:      4, NODES_2_2, "2:4p",             WORKS,   [nonblocking],                     20, FromRank(2, 1);
+    panic_nodes_2_2_rank_0_op_10:     4, NODES_2_2, "0:10p",            WORKS,   [persistent],                      20, FromRank(0, 2);
+
     // An application that aborts on the error ends the job (rank 2 learns
     // of the failure of rank 0's verdict only at its next barrier).
     abort_on_the_error_ends_the_job:  3, ONE_NODE,  "0:6",              WORKS,   [blocking],                        20, Aborts(0, 1);
@@ -331,5 +341,9 @@ fn assert_error_reaches_all(job: &Job, np: usize, failing: Option<usize>, at: u3
         );
         assert!(out.contains(&format!("rank {r}: p2pfault done")), "{what}\n{}", job.dump());
     }
-    assert!(job.stderr().contains("fault injection: point-to-point operation"), "{what}\n{}", job.dump());
+    let err = job.stderr();
+    assert!(err.contains("fault injection: point-to-point operation"), "{what}\n{}", job.dump());
+    if err.contains("of this rank panics") {
+        assert!(err.contains("internal error in a barrier on communicator"), "{what}: no warning\n{}", job.dump());
+    }
 }

@@ -20,13 +20,14 @@ pub mod inter;
 pub mod linear;
 
 /// A blocking barrier on the agreed `route`: runs it to its end, counts it,
-/// and fails the communicator on an error (`Comm::fail`).
+/// and fails the communicator on an error (`Comm::fail`), a panic of
+/// hwbarr's included (`Comm::contained`), as do `Op::start` and `Op::poll`.
 pub fn run<P: P2p>(c: &Comm<P>, route: Route) -> Result<(), c_int> {
-    let r = match route {
+    let r = c.contained(|| match route {
         Route::Device(core) => device::barrier(c, core),
         Route::Hier(core) => hier::barrier(c, core),
         Route::Linear { .. } => linear::barrier(c.p2p(), c.rank(), c.size()),
-    };
+    });
     c.failing(r)?;
     c.count_served();
     Ok(())
@@ -47,6 +48,10 @@ impl<P: P2p> Op<P> {
     /// (`tag`: the non-blocking collective tag of the call that started
     /// it, for its `Lookout`), then the agreed route's.
     pub fn start(c: &Comm<P>, tag: Option<c_int>) -> Result<Op<P>, c_int> {
+        c.contained(|| Self::enter(c, tag))
+    }
+
+    fn enter(c: &Comm<P>, tag: Option<c_int>) -> Result<Op<P>, c_int> {
         Ok(match c.route() {
             None if c.is_multi_node() => Op::Hier(Box::new(hier::HierOp::first(c, Lookout::new(tag))?)),
             None => Op::First(Box::new(device::first(c, Lookout::new(tag))?)),
@@ -62,6 +67,10 @@ impl<P: P2p> Op<P> {
     /// Advances without blocking; true when the barrier is over (a first
     /// exchange's outcome adopted).
     pub fn poll(&mut self, c: &Comm<P>) -> Result<bool, c_int> {
+        c.contained(|| self.advance(c))
+    }
+
+    fn advance(&mut self, c: &Comm<P>) -> Result<bool, c_int> {
         match self {
             Op::First(x) => match x.poll()? {
                 None => Ok(false),

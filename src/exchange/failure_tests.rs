@@ -105,12 +105,27 @@ fn run(eps: Vec<Mem>, algorithm: Algorithm, inter: InterAlgorithm) -> Vec<Seen> 
 /// `BARRIERS - 1` barriers: that operation fails, and every rank gets an
 /// error at the failing rank's barrier or the one after.
 fn every_operation_fails_in_turn(hosts: &[&str], algorithm: Algorithm, inter: InterAlgorithm) {
+    every_fault_in_turn(hosts, algorithm, inter, mem::failing)
+}
+
+/// As `every_operation_fails_in_turn`, with a panic in place of each
+/// error: a bug of hwbarr's anywhere in an exchange or a protocol.
+fn every_operation_panics_in_turn(hosts: &[&str], algorithm: Algorithm, inter: InterAlgorithm) {
+    every_fault_in_turn(hosts, algorithm, inter, mem::panicking)
+}
+
+fn every_fault_in_turn(
+    hosts: &[&str],
+    algorithm: Algorithm,
+    inter: InterAlgorithm,
+    faulty: fn(&[&str], c_int, u64) -> Vec<Mem>,
+) {
     let clean = run(mem::network(hosts), algorithm, inter);
     assert!(clean.iter().all(|s| s.failed_at.is_none()), "{hosts:?}: clean run failed: {clean:?}");
     let mut cases = 0;
     for (r, s) in clean.iter().enumerate() {
         for op in 1..=s.ops_after[BARRIERS as usize - 2] {
-            let seen = run(mem::failing(hosts, r as c_int, op), algorithm, inter);
+            let seen = run(faulty(hosts, r as c_int, op), algorithm, inter);
             let what = format!("{hosts:?} {algorithm} {inter}: rank {r}'s operation {op} fails: {seen:?}");
             let at = seen[r].failed_at.unwrap_or_else(|| panic!("{what}: the failing rank saw no error"));
             // The barrier the operation belongs to, from the clean run.
@@ -148,6 +163,18 @@ fn uneven_nodes_and_leaders_only() {
     every_operation_fails_in_turn(&["a", "b", "b", "c"], Algorithm::Counter, InterAlgorithm::Counter);
     every_operation_fails_in_turn(&["a", "b", "c", "d"], Algorithm::Toggle, InterAlgorithm::Dissemination);
     every_operation_fails_in_turn(&["a", "b", "c"], Algorithm::Linear, InterAlgorithm::Dissemination);
+}
+
+/// A panic of hwbarr's in any operation, on one node and across nodes, in
+/// the first exchange and in the protocols after it, blocking and not:
+/// contained on its rank (`Comm::contained`), which fails the communicator
+/// and tells its peers, so that no rank hangs.
+#[test]
+fn a_panic_anywhere_fails_the_barrier_everywhere() {
+    every_operation_panics_in_turn(&["a", "a", "a"], Algorithm::Counter, InterAlgorithm::Counter);
+    every_operation_panics_in_turn(&["a", "a", "a"], Algorithm::Linear, InterAlgorithm::Counter);
+    every_operation_panics_in_turn(&["a", "a", "b", "b"], Algorithm::Line, InterAlgorithm::Counter);
+    every_operation_panics_in_turn(&["a", "b", "c"], Algorithm::Toggle, InterAlgorithm::Dissemination);
 }
 
 /// hwbarr not selected on rank `t` (its first barrier is the component

@@ -195,15 +195,22 @@ fn plain(msg: &str) {
 /// Runs `f`, turning a panic into `fail` plus one warning: no panic may
 /// unwind into Open MPI's C frames. Every `extern "C"` entry goes through it.
 pub fn guard<T>(what: &str, fail: T, f: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|e| {
-        let msg = e
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| e.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        warn(Topic::InternalError, &format!("internal error in {what}: {msg}"));
-        fail
-    })
+    contain(|| what.to_string(), f).unwrap_or(fail)
+}
+
+/// Runs `f`; a panic in it (a bug of hwbarr's) ends as None plus one
+/// warning that names `what` (made only then) and the panic's message.
+pub fn contain<T>(what: impl FnOnce() -> String, f: impl FnOnce() -> T) -> Option<T> {
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|e| {
+            let msg = e
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            warn(Topic::InternalError, &format!("internal error in {}: {msg}", what()));
+        })
+        .ok()
 }
 
 #[cfg(test)]

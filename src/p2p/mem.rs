@@ -47,10 +47,12 @@ pub struct Mem {
 }
 
 /// Fault injection, as the component's test build does it: this rank's
-/// `fail_at`-th operation (1-based; 0: none) fails and posts nothing.
+/// `fail_at`-th operation (1-based; 0: none) fails and posts nothing, or
+/// with `panics` panics instead (a bug of hwbarr's at that point).
 #[derive(Default)]
 struct Fault {
     fail_at: u64,
+    panics: bool,
     ops: AtomicU64,
 }
 
@@ -61,13 +63,23 @@ pub fn network(hosts: &[&str]) -> Vec<Mem> {
 
 /// As `network`, with `rank`'s `n`-th operation failing (`ops` counts them).
 pub fn failing(hosts: &[&str], rank: c_int, n: u64) -> Vec<Mem> {
+    faulty(hosts, rank, n, false)
+}
+
+/// As `failing`, with a panic in place of the error.
+pub fn panicking(hosts: &[&str], rank: c_int, n: u64) -> Vec<Mem> {
+    faulty(hosts, rank, n, true)
+}
+
+fn faulty(hosts: &[&str], rank: c_int, n: u64, panics: bool) -> Vec<Mem> {
     let net = Arc::new(Mutex::new(Net::default()));
     hosts
         .iter()
         .enumerate()
         .map(|(r, h)| {
             let fail_at = if r as c_int == rank { n } else { 0 };
-            Mem { net: net.clone(), rank: r as c_int, host: h.to_string(), fault: Arc::new(Fault { fail_at, ops: AtomicU64::new(0) }) }
+            let fault = Arc::new(Fault { fail_at, panics, ops: AtomicU64::new(0) });
+            Mem { net: net.clone(), rank: r as c_int, host: h.to_string(), fault }
         })
         .collect()
 }
@@ -101,6 +113,7 @@ impl Mem {
     fn count(&self) -> Result<(), c_int> {
         let k = self.fault.ops.fetch_add(1, SeqCst) + 1;
         if k == self.fault.fail_at {
+            assert!(!self.fault.panics, "rank {}: injected panic at operation {k}", self.rank);
             return Err(INJECTED);
         }
         Ok(())

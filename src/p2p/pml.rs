@@ -35,21 +35,28 @@ impl Pml {
 
 /// Test builds only (`--features fault-injection`): HWBARR_FAULT_P2P=<n>
 /// (or `<rank>:<n>,...`) makes this rank's n-th point-to-point operation
-/// fail with OMPI_ERROR and post nothing. Default builds compile it out.
+/// fail with OMPI_ERROR and post nothing; `<n>p` makes it panic instead (a
+/// bug of hwbarr's at that point). Default builds compile it out.
 #[cfg(feature = "fault-injection")]
 mod fault {
     use std::ffi::c_int;
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use std::sync::OnceLock;
 
-    fn target() -> Option<u64> {
-        static N: OnceLock<Option<u64>> = OnceLock::new();
+    /// This rank's operation to fail, and whether it panics.
+    fn target() -> Option<(u64, bool)> {
+        static N: OnceLock<Option<(u64, bool)>> = OnceLock::new();
         *N.get_or_init(|| {
             let spec = std::env::var("HWBARR_FAULT_P2P").ok()?;
             let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
+            let parse = |n: &str| {
+                let n = n.trim();
+                let (n, panics) = n.strip_suffix('p').map_or((n, false), |n| (n, true));
+                n.parse().ok().map(|n| (n, panics))
+            };
             spec.split(',').find_map(|item| match item.split_once(':') {
-                None => item.trim().parse().ok(),
-                Some((r, n)) if r.trim() == rank => n.trim().parse().ok(),
+                None => parse(item),
+                Some((r, n)) if r.trim() == rank => parse(n),
                 Some(_) => None,
             })
         })
@@ -58,12 +65,14 @@ mod fault {
     /// Counts one operation; `Some(error)` if it is the one to fail.
     pub fn injected() -> Option<c_int> {
         static COUNT: AtomicU64 = AtomicU64::new(0);
-        let n = target()?;
+        let (n, panics) = target()?;
         if COUNT.fetch_add(1, Relaxed) + 1 != n {
             return None;
         }
+        let how = if panics { "panics" } else { "fails" };
         // Level 0: always shown (test builds only).
-        crate::ompi::report::verbose(0, &format!("fault injection: point-to-point operation {n} of this rank fails"));
+        crate::ompi::report::verbose(0, &format!("fault injection: point-to-point operation {n} of this rank {how}"));
+        assert!(!panics, "injected panic at point-to-point operation {n}");
         Some(crate::ompi::ffi::ERROR)
     }
 }
