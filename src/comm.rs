@@ -468,8 +468,18 @@ impl<P: P2p> Comm<P> {
     pub fn report_served(&self) {
         let served = self.served();
         if self.opts.verbose >= 2 && served > 0 {
-            let alg = match self.route() {
-                Some(Route::Linear { fallback: true }) => "linear (no device)".to_string(),
+            let alg = match (self.route(), self.layout()) {
+                (Some(Route::Linear { fallback: true }), _) => "linear (no device)".to_string(),
+                // Spanning nodes: what this rank ran, on its node and
+                // (a leader) between nodes.
+                (Some(Route::Hier(core)), Some(t)) => {
+                    let inter = self.inter_algorithm();
+                    match (t.local.len(), t.is_leader()) {
+                        (1, _) => format!("{inter} between nodes (alone on its node)"),
+                        (_, true) => format!("{} on its node and {inter} between nodes", core.algorithm()),
+                        (_, false) => format!("{} on its node", core.algorithm()),
+                    }
+                }
                 _ => self.algorithm().to_string(),
             };
             report::verbose(2, &format!(

@@ -34,6 +34,41 @@ fn fake_nodes_semantics() {
                 _ => format!("4 ranks on {nodes} nodes): node of rank 0"),
             };
             assert!(job.stderr().contains(&want), "{want}\n{}", job.dump());
+            // Each rank's served line names what it ran: its node's
+            // algorithm, the leaders' one between nodes, or only that.
+            if alg != "linear" {
+                // As verbose output names the leaders' algorithm.
+                let inter = if inter == "counter" { "counter broadcast" } else { inter };
+                let err = job.stderr();
+                let mut lines: Vec<(usize, &str)> = err
+                    .lines()
+                    .filter_map(|l| {
+                        let (head, what) = l.split_once(" of communicator cid 0: served 300 barriers with ")?;
+                        Some((head.rsplit(' ').next()?.parse().ok()?, what))
+                    })
+                    .collect();
+                lines.sort();
+                let want: Vec<(usize, String)> = match hosts {
+                    "nodea:2,nodeb:2" => vec![
+                        format!("{alg} on its node and {inter} between nodes"),
+                        format!("{alg} on its node"),
+                        format!("{alg} on its node and {inter} between nodes"),
+                        format!("{alg} on its node"),
+                    ],
+                    "nodea:1,nodeb:2,nodec:1" => vec![
+                        format!("{inter} between nodes (alone on its node)"),
+                        format!("{alg} on its node and {inter} between nodes"),
+                        format!("{alg} on its node"),
+                        format!("{inter} between nodes (alone on its node)"),
+                    ],
+                    _ => vec![format!("{inter} between nodes (alone on its node)"); 4],
+                }
+                .into_iter()
+                .enumerate()
+                .collect();
+                let got: Vec<(usize, String)> = lines.into_iter().map(|(r, w)| (r, w.to_string())).collect();
+                assert_eq!(got, want, "{hosts} {alg}/{inter}\n{}", job.dump());
+            }
         }
     }
 }
@@ -131,5 +166,8 @@ fn fake_nodes_auto_follows_the_node_size() {
     let err = job.stderr();
     let served: Vec<&str> = err.lines().filter(|l| l.contains(" of communicator cid 0: served ")).collect();
     assert_eq!(served.len(), 10, "{}", job.dump());
-    assert!(served.iter().all(|l| l.ends_with("barriers with line")), "{served:?}");
+    let leaders =
+        served.iter().filter(|l| l.ends_with("barriers with line on its node and counter broadcast between nodes"));
+    let members = served.iter().filter(|l| l.ends_with("barriers with line on its node"));
+    assert_eq!((leaders.count(), members.count()), (2, 8), "{served:?}");
 }
