@@ -6,8 +6,9 @@
 //!
 //! A rank's place comes from `coll_hwbarr_topology`: `auto` reads the CPUs
 //! it may run on (`/proc/self/status`) and the machine's caches (sysfs);
-//! a rank not bound inside one domain has no place there and joins its
-//! unplaced peers in banks of up to 64, as with `flat`. A synthetic machine
+//! a rank bound wider than one domain takes the domain of the CPU it runs
+//! on, unless the node is oversubscribed: then it has no place there and
+//! joins its unplaced peers in banks of up to 64, as with `flat`. A synthetic machine
 //! in hwloc's synthetic syntax (`package:2 l3:12 core:8`) places node-local
 //! rank i on core i (compactly, wrapping around), for tests and for
 //! machines whose ranks are placed that way. Free of Open MPI.
@@ -115,24 +116,37 @@ pub fn shape(places: &[Place]) -> Shape {
 /// of `/proc/self/status`) and the caches under `sysfs` (normally
 /// `/sys/devices/system/cpu`): a package and an L3 domain when every
 /// allowed CPU shares them.
-pub fn own_place(status: &str, sysfs: &Path) -> Place {
+///
+/// When they do not (Open MPI binds to a package above 2 ranks by default,
+/// or the job runs unbound), `running`, the CPU the process runs on now,
+/// if the caller gives one and it is allowed: a busy rank with a core of
+/// its own mostly stays where the scheduler put it. The caller gives none
+/// when the node is oversubscribed, where ranks keep moving. A rank that
+/// moves later costs its bank's line a trip between domains, never
+/// correctness: every rank builds the tree from the places each rank
+/// published once.
+pub fn own_place(status: &str, sysfs: &Path, running: Option<usize>) -> Place {
     let Some(cpus) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()))
     else {
         return Place::UNKNOWN;
     };
     let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u32>().ok());
-    let common = |f: &dyn Fn(usize) -> Option<u32>| {
-        let first = f(*cpus.first()?)?;
-        cpus.iter().all(|&c| f(c) == Some(first)).then_some(first)
-    };
-    let package = common(&|c| read(sysfs.join(format!("cpu{c}/topology/physical_package_id"))));
-    let l3 = common(&|c| {
+    let package_of = |c: usize| read(sysfs.join(format!("cpu{c}/topology/physical_package_id")));
+    let l3_of = |c: usize| {
         // The cache of level 3 (its index differs between machines).
         (0..8).find_map(|i| {
             let dir = sysfs.join(format!("cpu{c}/cache/index{i}"));
             (read(dir.join("level")) == Some(3)).then(|| read(dir.join("id"))).flatten()
         })
-    });
+    };
+    let common = |f: &dyn Fn(usize) -> Option<u32>| {
+        let first = f(*cpus.first()?)?;
+        cpus.iter().all(|&c| f(c) == Some(first)).then_some(first)
+    };
+    let (mut package, mut l3) = (common(&package_of), common(&l3_of));
+    if let Some(c) = running.filter(|c| l3.is_none() && cpus.contains(c)) {
+        (package, l3) = (package_of(c), l3_of(c));
+    }
     // An L3 id is unique machine-wide only with its package.
     Place { package, l3: l3.and(package).map(|p| (p << 16) | l3.unwrap_or(0)) }
 }
@@ -197,14 +211,22 @@ mod tests {
     #[test]
     fn own_place_from_binding_and_caches() {
         let sys = fake_sysfs();
-        let at = |list: &str| own_place(&format!("Name:\tx\nCpus_allowed_list:\t{list}\n"), &sys);
+        let status = |list: &str| format!("Name:\tx\nCpus_allowed_list:\t{list}\n");
+        let at = |list: &str| own_place(&status(list), &sys, None);
         assert_eq!(at("0-1"), Place { package: Some(0), l3: Some(0) });
         assert_eq!(at("3"), Place { package: Some(0), l3: Some(1) });
         assert_eq!(at("6,7"), Place { package: Some(1), l3: Some((1 << 16) | 1) });
         assert_eq!(at("4"), Place { package: Some(1), l3: Some(1 << 16) }, "package 1's first domain");
         assert_eq!(at("0-3"), Place { package: Some(0), l3: None }, "bound to a package only");
         assert_eq!(at("0-7"), Place::UNKNOWN, "unbound");
-        assert_eq!(own_place("no list here", &sys), Place::UNKNOWN);
+        assert_eq!(own_place("no list here", &sys, Some(0)), Place::UNKNOWN);
+        // Bound wider than a domain: the domain of the CPU it runs on, if
+        // that is one it may run on.
+        let running = |list: &str, cpu: usize| own_place(&status(list), &sys, Some(cpu));
+        assert_eq!(running("0-3", 3), Place { package: Some(0), l3: Some(1) }, "bound to package 0, on cpu 3");
+        assert_eq!(running("0-7", 6), Place { package: Some(1), l3: Some((1 << 16) | 1) }, "unbound, on cpu 6");
+        assert_eq!(running("0-3", 6), at("0-3"), "a CPU outside the binding is no hint");
+        assert_eq!(running("6,7", 0), at("6,7"), "bound inside a domain: the binding decides");
         let _ = std::fs::remove_dir_all(sys);
     }
 }

@@ -21,17 +21,29 @@ pub struct NodeFacts {
     pub thread_multiple: bool,
 }
 
-pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| NodeFacts {
-    local_ranks: std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(1),
-    cores: cores_online(),
-    // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
-    yield_when_idle: unsafe { ffi::hwb_mpi_yield_when_idle() } != 0,
-    place: std::fs::read_to_string("/proc/self/status")
-        .map(|status| topology::own_place(&status, std::path::Path::new("/sys/devices/system/cpu")))
-        .unwrap_or(Place::UNKNOWN),
-    // SAFETY: reads a flag MPI_Init sets before it selects collectives.
-    thread_multiple: unsafe { ffi::hwb_mpi_thread_multiple() } != 0,
+pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| {
+    let local_ranks = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let cores = cores_online();
+    NodeFacts {
+        local_ranks,
+        cores,
+        // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
+        yield_when_idle: unsafe { ffi::hwb_mpi_yield_when_idle() } != 0,
+        place: own_place(local_ranks <= cores),
+        // SAFETY: reads a flag MPI_Init sets before it selects collectives.
+        thread_multiple: unsafe { ffi::hwb_mpi_thread_multiple() } != 0,
+    }
 });
+
+/// This process's place in the node's caches (`topology::own_place`); the
+/// CPU it runs on counts only when every rank of the node has a core.
+fn own_place(core_each: bool) -> Place {
+    // SAFETY: sched_getcpu has no preconditions; -1 on failure.
+    let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok().filter(|_| core_each);
+    std::fs::read_to_string("/proc/self/status")
+        .map(|status| topology::own_place(&status, std::path::Path::new("/sys/devices/system/cpu"), cpu))
+        .unwrap_or(Place::UNKNOWN)
+}
 
 /// The waiting policy for a communicator with parameters `p`.
 pub fn policy(p: &Params) -> WaitPolicy {
