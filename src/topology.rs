@@ -117,8 +117,8 @@ pub fn shape(places: &[Place]) -> Shape {
 /// `/sys/devices/system/cpu`): a package and an L3 domain when every
 /// allowed CPU shares them.
 ///
-/// When they do not (Open MPI binds to a package above 2 ranks by default,
-/// or the job runs unbound), `running`, the CPU the process runs on now,
+/// When they do not (by default Open MPI binds each of more than 2 ranks
+/// to a package or NUMA domain; or the job runs unbound), `running`, the CPU the process runs on now,
 /// if the caller gives one and it is allowed: a busy rank with a core of
 /// its own mostly stays where the scheduler put it. The caller gives none
 /// when the node is oversubscribed, where ranks keep moving. A rank that
