@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use crate::barrier::inter::InterAlgorithm;
 use crate::exchange::words::Settings;
 use crate::exchange::Agreed;
-use crate::layout::Layout;
+use crate::layout::{Layout, NO_LEADER};
 use crate::ompi::report::{self, Topic};
 use crate::p2p::{self, P2p, ERROR};
 use crate::settings::Algorithm;
@@ -274,7 +274,7 @@ impl<P: P2p> Comm<P> {
             Some(Route::Hier(_)) => {
                 let t = self.layout.get().expect("layout known once agreed");
                 let mut peers: Vec<c_int> =
-                    if t.is_leader() { t.leaders.iter().copied().filter(|&q| q != self.rank).collect() } else { Vec::new() };
+                    if t.is_leader() { t.leaders.iter().copied().filter(|&q| q != self.rank && q != NO_LEADER).collect() } else { Vec::new() };
                 if self.seg.get().is_none() && t.local.len() > 1 {
                     // The node's device is being set up, or could not be.
                     peers.extend(star(&t.local, t.me));
@@ -451,14 +451,17 @@ impl<P: P2p> Comm<P> {
         };
         if self.opts.verbose >= 1 && (self.rank == 0 || (t.is_leader() && self.opts.verbose >= 2)) {
             report::verbose(1, &format!(
-                "communicator '{}' (cid {}, {} ranks on {} nodes): node of rank {}: {} ranks, {local_note}; \
+                "communicator '{}' (cid {}, {} ranks on {} nodes): node of rank {}: {}{local_note}; \
                  between nodes: {} among leaders",
                 self.name(),
                 self.cid,
                 self.size,
                 t.nodes,
                 self.rank,
-                t.local.len(),
+                match t.local.len() {
+                    1 => String::new(),
+                    k => format!("{k} ranks, "),
+                },
                 self.inter_algorithm(),
             ));
         }

@@ -15,7 +15,9 @@ pub struct Layout {
     /// Each node's leader, nodes in order of their lowest rank: on leaders,
     /// who alone talk between nodes; empty on the other ranks (a
     /// communicator of one rank per node would otherwise send every rank
-    /// every leader).
+    /// every leader). `NO_LEADER` for a node whose leader this one never
+    /// talks to (the layout exchange sends a leader only its partners:
+    /// `inter::partners`).
     pub leaders: Vec<c_int>,
     /// Nodes the communicator spans.
     pub nodes: usize,
@@ -24,6 +26,9 @@ pub struct Layout {
     /// Ranks on the most populous node (`auto` resolves by it).
     pub largest: usize,
 }
+
+/// In `Layout::leaders`: a leader not known here.
+pub const NO_LEADER: c_int = -1;
 
 /// The ranks of each node, nodes in order of their lowest rank, from the
 /// node id of every rank (`nodes[r]` for rank r; any ids).

@@ -171,3 +171,27 @@ fn fake_nodes_auto_follows_the_node_size() {
     let members = served.iter().filter(|l| l.ends_with("barriers with line on its node"));
     assert_eq!((leaders.count(), members.count()), (2, 8), "{served:?}");
 }
+
+/// Six fake nodes of one rank each, dissemination between them: every
+/// leader learns only the leaders it talks to (its partners at ±1, ±2, ±4
+/// nodes, not the one 3 nodes away), and barrier semantics hold on every
+/// communicator of the semantics program (world, dup, splits, subsets).
+#[test]
+fn fake_nodes_leaders_know_only_their_partners() {
+    let b = board();
+    let job = fake_nodes(
+        "nodea:1,nodeb:1,nodec:1,noded:1,nodee:1,nodef:1",
+        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_inter", "dissemination"), ("coll_hwbarr_verbose", "2")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &["semantics", "100"],
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 6, "{}", job.dump());
+    assert_eq!(served(&job.stderr(), 0), vec![100; 6], "{}", job.dump());
+    let err = job.stderr();
+    let alone = err.lines().filter(|l| {
+        l.ends_with(" of communicator cid 0: served 100 barriers with dissemination between nodes (alone on its node)")
+    });
+    assert_eq!(alone.count(), 6, "{}", job.dump());
+}

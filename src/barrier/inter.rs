@@ -34,6 +34,28 @@ pub fn choose(requested: Option<InterAlgorithm>, nodes: usize) -> InterAlgorithm
     })
 }
 
+/// The nodes (indexes among `nodes`) whose leaders leader `node` sends to
+/// or hears from under `alg`, itself included, ascending: every node for
+/// the counter broadcast; for dissemination those at ±2^r, at most
+/// 2⌈log2 nodes⌉ + 1, which is all the layout exchange sends a leader
+/// (`exchange::layout`).
+pub fn partners(alg: InterAlgorithm, node: usize, nodes: usize) -> Vec<usize> {
+    match alg {
+        InterAlgorithm::Counter => (0..nodes).collect(),
+        InterAlgorithm::Dissemination => {
+            let mut v = vec![node];
+            let mut step = 1;
+            while step < nodes {
+                v.extend([(node + step) % nodes, (node + nodes - step) % nodes]);
+                step *= 2;
+            }
+            v.sort_unstable();
+            v.dedup();
+            v
+        }
+    }
+}
+
 /// Leader `node` of `leaders` (ranks in `flight`'s communicator) runs one
 /// inter-node barrier, turning progress until it is over.
 pub fn barrier<P: P2p>(flight: &mut Flight<P>, leaders: &[c_int], node: usize, alg: InterAlgorithm) -> Result<(), c_int> {
@@ -105,5 +127,24 @@ mod tests {
     #[test]
     fn dissemination_among_four_leaders() {
         leaders_meet(InterAlgorithm::Dissemination);
+    }
+
+    /// Every leader a round of `post` names is among the partners.
+    #[test]
+    fn partners_cover_every_round() {
+        for nodes in 1..=70 {
+            for node in 0..nodes {
+                let p = partners(InterAlgorithm::Dissemination, node, nodes);
+                let mut step = 1;
+                while step < nodes {
+                    assert!(p.contains(&((node + step) % nodes)) && p.contains(&((node + nodes - step) % nodes)));
+                    step *= 2;
+                }
+                assert!(p.contains(&node) && p.windows(2).all(|w| w[0] < w[1]));
+                assert!(p.len() <= 2 * (usize::BITS - nodes.leading_zeros()) as usize + 1, "{nodes}: {p:?}");
+            }
+            assert_eq!(partners(InterAlgorithm::Counter, 0, nodes), (0..nodes).collect::<Vec<_>>());
+        }
+        assert_eq!(partners(InterAlgorithm::Dissemination, 0, 8), vec![0, 1, 2, 4, 6, 7]);
     }
 }

@@ -165,6 +165,13 @@ fn uneven_nodes_and_leaders_only() {
     every_operation_fails_in_turn(&["a", "b", "c"], Algorithm::Linear, InterAlgorithm::Dissemination);
 }
 
+/// Six leaders under dissemination: each knows only its partners (not the
+/// leader 3 nodes away), so a failure reaches the others through them.
+#[test]
+fn six_leaders_each_knowing_its_partners() {
+    every_operation_fails_in_turn(&["a", "b", "c", "d", "e", "f"], Algorithm::Counter, InterAlgorithm::Dissemination);
+}
+
 /// A panic of hwbarr's in any operation, on one node and across nodes, in
 /// the first exchange and in the protocols after it, blocking and not:
 /// contained on its rank (`Comm::contained`), which fails the communicator

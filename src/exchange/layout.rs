@@ -5,7 +5,10 @@
 //! with `auto` resolved by the most populous node. Rank 0 hears from all
 //! before anyone hears back, so the exchange is itself a barrier. What rank
 //! 0 sends grows with the ranks per node, not with the communicator's size
-//! squared: (n-1)(n+4) words when every rank got every rank's node id.
+//! squared: (n-1)(n+4) words when every rank got every rank's node id. A
+//! leader gets only the leaders it talks to (`inter::partners`), so that
+//! with one rank per node and dissemination between nodes a rank gets
+//! O(log n) leaders, not n.
 //!
 //! A rank of another protocol version gets the answer of version 2, which
 //! every version reads: every rank's node id, then `TAIL_WORDS`.
@@ -16,7 +19,7 @@ use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;
 use crate::barrier::inter::{self, InterAlgorithm};
-use crate::layout::{self, Layout};
+use crate::layout::{self, Layout, NO_LEADER};
 use crate::ompi::report::{self, Topic};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
@@ -42,14 +45,27 @@ const TAIL_WORDS: usize = 4;
 
 /// An answer of our version: the tail, then our node's index, the number
 /// of nodes, the ranks on the most populous node, the count of our node's
-/// ranks and those ranks, the count of leaders sent (all or none) and the
-/// leaders.
+/// ranks and those ranks, the count of leaders sent and the leaders, each
+/// as its node's index above its rank (none to a rank that does not lead;
+/// to a leader those it talks to, `leaders_sent`).
 const HEAD_WORDS: usize = TAIL_WORDS + 4;
 
 /// Room for either answer to a communicator of `n` ranks: a node's ranks
 /// and the leaders overlap in one rank at most, so they are at most n + 1.
 fn answer_room(n: usize) -> usize {
     (n + TAIL_WORDS).max(HEAD_WORDS + (n + 1) + 1)
+}
+
+/// The nodes whose leaders rank 0 sends the leader of `node`: those it
+/// talks to under the agreed leaders' algorithm (`inter::partners`), or
+/// every node if the ranks fall back (nobody talks then; a later version
+/// may read them all).
+fn leaders_sent(tail: &[u64], node: usize, nodes: usize) -> Option<Vec<usize>> {
+    let inter = Settings::from_words(tail.get(1..3)?)?.inter?;
+    Some(match tail.get(3)? {
+        0 => inter::partners(inter, node, nodes),
+        _ => (0..nodes).collect(),
+    })
 }
 
 /// Rank `rank`'s answer of our version: `tail`, then its place among
@@ -61,11 +77,12 @@ fn answer(tail: [u64; TAIL_WORDS], groups: &[Vec<c_int>], largest: usize, node: 
     let mut w = tail.to_vec();
     w.extend([node as u64, groups.len() as u64, largest as u64, local.len() as u64]);
     w.extend(local.iter().map(|&r| r as u64));
-    if leader {
-        w.push(groups.len() as u64);
-        w.extend(groups.iter().map(|g| g[0] as u64));
-    } else {
-        w.push(0);
+    match leader.then(|| leaders_sent(&tail, node, groups.len())).flatten() {
+        Some(sent) => {
+            w.push(sent.len() as u64);
+            w.extend(sent.iter().map(|&j| ((j as u64) << 32) | groups[j][0] as u64));
+        }
+        None => w.push(0),
     }
     w
 }
@@ -77,11 +94,27 @@ fn read_answer(w: &[u64], rank: c_int) -> Option<Layout> {
     let (node, nodes, largest, k) = (head[0] as usize, head[1] as usize, head[2] as usize, head[3] as usize);
     let local: Vec<c_int> = w.get(HEAD_WORDS..HEAD_WORDS.checked_add(k)?)?.iter().map(|&r| r as c_int).collect();
     let m = *w.get(HEAD_WORDS + k)? as usize;
-    let leaders: Vec<c_int> =
-        w.get(HEAD_WORDS + k + 1..(HEAD_WORDS + k + 1).checked_add(m)?)?.iter().map(|&r| r as c_int).collect();
+    let sent = w.get(HEAD_WORDS + k + 1..(HEAD_WORDS + k + 1).checked_add(m)?)?;
     let me = local.iter().position(|&r| r == rank)?;
-    let leads = me == 0 && m == nodes && leaders.get(node) == Some(&local[0]);
-    if node >= nodes || k > largest || !(leads || (me != 0 && m == 0)) {
+    if node >= nodes || k > largest {
+        return None;
+    }
+    let mut leaders = Vec::new();
+    if me == 0 {
+        // Exactly the leaders it talks to, ours at our node's place.
+        let want = leaders_sent(w, node, nodes)?;
+        let nodes_sent: Vec<usize> = sent.iter().map(|&x| (x >> 32) as usize).collect();
+        if nodes_sent != want {
+            return None;
+        }
+        leaders = vec![NO_LEADER; nodes];
+        for (&j, &x) in nodes_sent.iter().zip(sent) {
+            leaders[j] = (x & 0xffff_ffff) as c_int;
+        }
+        if leaders[node] != local[0] {
+            return None;
+        }
+    } else if m != 0 {
         return None;
     }
     Some(Layout { local, me, leaders, nodes, node, largest })
@@ -315,40 +348,65 @@ mod tests {
     }
 
     /// Every rank reads from its answer the layout it would find from every
-    /// rank's node id; what rank 0 sends grows with the ranks per node.
+    /// rank's node id, a leader with only the leaders it talks to (all for
+    /// the counter broadcast or when the ranks fall back, its partners for
+    /// dissemination); what rank 0 sends grows with the ranks per node, and
+    /// with one rank per node, with log2 of the nodes for dissemination.
     #[test]
     fn answers_carry_each_rank_its_layout() {
-        let tail = [words::hello(), 1, 2, 0];
-        let cases: [Vec<u32>; 4] = [
+        let (toggle, counter, dissemination) = (1, 1, 2);
+        let cases: [Vec<u32>; 5] = [
             vec![0, 1, 1, 2],
             vec![0, 1, 0, 1, 0, 1, 0, 1, 0, 1],
             (0..9).collect(),
             (0..512).map(|r| r / 64).collect(),
+            (0..4096).collect(),
         ];
-        for ids in &cases {
-            let n = ids.len();
-            let groups = layout::group(ids);
-            let largest = layout::largest(&groups);
-            let mut sent = 0;
-            for q in 0..n {
-                let w = answer(tail, &groups, largest, ids[q] as usize, q as c_int);
-                assert_eq!(&w[..TAIL_WORDS], &tail);
-                assert!(w.len() <= answer_room(n), "{} words for {n} ranks", w.len());
-                let mut padded = w.clone();
-                padded.resize(answer_room(n), 0);
-                let t = read_answer(&padded, q as c_int).expect("readable");
-                assert_eq!(t, Layout::from_nodes(ids, q as c_int), "rank {q} of {ids:?}");
-                sent += w.len();
-                // Cut short or read by another rank: refused.
-                assert_eq!(read_answer(&w[..w.len() - 1], q as c_int), None, "rank {q}");
-                let other = ((q + 1) % n) as c_int;
-                assert!(groups[ids[q] as usize].contains(&other) || read_answer(&padded, other).is_none());
-            }
-            if n == 512 {
-                // 8 nodes of 64 (rank 0's own answer counted): 504 ranks
-                // get 73 words, 8 leaders 81; every rank's node id to each
-                // would be 516 words.
-                assert_eq!(sent, 504 * 73 + 8 * 81);
+        for (inter, fallback) in [(counter, 0), (dissemination, 0), (dissemination, 1)] {
+            let tail = [words::hello(), toggle, inter, fallback];
+            let everyone = inter == counter || fallback == 1;
+            for ids in &cases {
+                let n = ids.len();
+                let groups = layout::group(ids);
+                let largest = layout::largest(&groups);
+                let mut sent = 0;
+                for q in 0..n {
+                    let w = answer(tail, &groups, largest, ids[q] as usize, q as c_int);
+                    assert_eq!(&w[..TAIL_WORDS], &tail);
+                    assert!(w.len() <= answer_room(n), "{} words for {n} ranks", w.len());
+                    let mut padded = w.clone();
+                    padded.resize(answer_room(n), 0);
+                    let t = read_answer(&padded, q as c_int).expect("readable");
+                    let mut want = Layout::from_nodes(ids, q as c_int);
+                    if want.is_leader() && !everyone {
+                        let talks = inter::partners(InterAlgorithm::Dissemination, want.node, want.nodes);
+                        for (j, l) in want.leaders.iter_mut().enumerate() {
+                            if !talks.contains(&j) {
+                                *l = NO_LEADER;
+                            }
+                        }
+                    }
+                    assert_eq!(t, want, "rank {q} of {ids:?}, tail {tail:?}");
+                    sent += w.len();
+                    // Cut short or read by another rank: refused.
+                    assert_eq!(read_answer(&w[..w.len() - 1], q as c_int), None, "rank {q}");
+                    let other = ((q + 1) % n) as c_int;
+                    assert!(groups[ids[q] as usize].contains(&other) || read_answer(&padded, other).is_none());
+                }
+                match (n, everyone) {
+                    // 8 nodes of 64 (rank 0's own answer counted): 504
+                    // ranks get 73 words, 8 leaders 81 (79 with 6 of the
+                    // 8 leaders); every rank's node id to each would be
+                    // 516 words.
+                    (512, true) => assert_eq!(sent, 504 * 73 + 8 * 81),
+                    (512, false) => assert_eq!(sent, 504 * 73 + 8 * 79),
+                    // One rank per node: every rank leads. All leaders to
+                    // each, 4096 + 10 words (134 MB in all); its 23
+                    // partners and itself, 34 words (1.1 MB).
+                    (4096, true) => assert_eq!(sent, 4096 * (4096 + 10)),
+                    (4096, false) => assert_eq!(sent, 4096 * 34),
+                    _ => {}
+                }
             }
         }
     }
@@ -481,13 +539,14 @@ mod exchange_tests {
             w
         };
         assert!(read_answer(&good(3), 3).is_some() && read_answer(&good(1), 1).is_some());
-        // [tail 4][node, nodes, largest, k][local k][m][leaders m]
+        // [tail 4][node, nodes, largest, k][local k][m][leaders m], a
+        // leader as (node << 32) | rank.
         let (node, nodes, largest) = (TAIL_WORDS, TAIL_WORDS + 1, TAIL_WORDS + 2);
         let leaders_at = HEAD_WORDS + 2;
         let mut w = good(3);
         w[leaders_at] = 2;
         w[leaders_at + 1] = 0;
-        w[leaders_at + 2] = 1;
+        w[leaders_at + 2] = (1 << 32) | 1;
         assert_eq!(read_answer(&w, 3), None, "leaders to a rank that does not lead");
         let mut w = good(1);
         w[leaders_at] = 0;
@@ -499,11 +558,35 @@ mod exchange_tests {
         w[largest] = 1;
         assert_eq!(read_answer(&w, 3), None, "a node larger than the largest");
         let mut w = good(1);
-        w[leaders_at + 2] = 3;
+        assert_eq!(w[leaders_at + 2], (1 << 32) | 1);
+        w[leaders_at + 2] = (1 << 32) | 3;
         assert_eq!(read_answer(&w, 1), None, "our leader not at our node's place");
+        let mut w = good(1);
+        w[leaders_at + 1] = 1 << 32;
+        assert_eq!(read_answer(&w, 1), None, "one node twice, another missing");
         let mut w = good(1);
         w[nodes] = 1;
         assert_eq!(read_answer(&w, 1), None, "node 1 of 1");
+        // 8 nodes of one rank, dissemination: leader 0 talks to nodes 0,
+        // 1, 2, 4, 6, 7; a partner left out, or one more sent, is refused.
+        let ids: Vec<u32> = (0..8).collect();
+        let groups = layout::group(&ids);
+        let w = answer(tail, &groups, 1, 0, 0);
+        let m = HEAD_WORDS + 1;
+        assert_eq!(w[m], 6);
+        let pad = |mut v: Vec<u64>| {
+            v.resize(answer_room(8), 0);
+            v
+        };
+        assert!(read_answer(&pad(w.clone()), 0).is_some());
+        let mut short = w.clone();
+        short[m] = 5;
+        short.remove(m + 3);
+        assert_eq!(read_answer(&pad(short), 0), None, "partner 2 left out");
+        let mut more = w.clone();
+        more[m] = 7;
+        more.insert(m + 5, (3 << 32) | 3);
+        assert_eq!(read_answer(&pad(more), 0), None, "leader 3 is no partner");
     }
 
     /// A rank 0 of a later protocol whose settings words we cannot read

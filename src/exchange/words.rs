@@ -27,7 +27,10 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// node and, to a leader, the leaders, not every rank's node id; a rank of
 /// another version gets the answer of version 2, which every later version
 /// reads and sends to the versions before it.
-pub const PROTOCOL: u64 = 3;
+/// Version 4: a leader gets, of the leaders, only those it talks to
+/// (`inter::partners`: all for the counter broadcast, about 2 log2 nodes
+/// for dissemination), each with its node's index in the same word.
+pub const PROTOCOL: u64 = 4;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
 /// This rank's protocol version: `PROTOCOL`; in unit tests, where threads
