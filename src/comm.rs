@@ -238,6 +238,7 @@ impl<P: P2p> Comm<P> {
     /// one warning and an error, which fails the communicator as any error
     /// of a step does (`barrier::run`, `engine`: `fail`), so that its peers
     /// are told instead of waiting for ever on a rank that left.
+    #[inline(always)]
     pub fn contained<T>(&self, step: impl FnOnce() -> Result<T, c_int>) -> Result<T, c_int> {
         let what = || format!("a barrier on communicator '{}' (cid {}, rank {})", self.name(), self.cid, self.rank);
         report::contain(what, step).unwrap_or(Err(ERROR))

@@ -248,6 +248,32 @@ fn default_build_has_no_fault_injection() {
     assert_eq!(job.stdout().matches("p2pfault blocking: no error in 20 barriers").count(), 3, "{}", job.dump());
 }
 
+/// A panic on the device's direct path (HWBARR_FAULT_PANIC, the
+/// fault-injection build): rank 1's 4th blocking barrier on the direct
+/// path, barrier 5 on the dup (its first is the exchange), panics before it
+/// arrives. The entry point contains it and fails the communicator, whose
+/// failure word releases the others: every rank gets the error at barrier
+/// 5, none waits for ever, and the job ends cleanly.
+#[test]
+fn panic_on_the_device_direct_path() {
+    for hosts in [None, NODES_2_2] {
+        with_component_path(fault_component_path(), || {
+            let job = fault_job(4, hosts, &[("HWBARR_FAULT_PANIC", "1:4")], "blocking", "", 20, None);
+            let what = format!("HWBARR_FAULT_PANIC=1:4 on {hosts:?}");
+            assert!(job.ok() && !job.timed_out(), "{what}\n{}", job.dump());
+            let out = job.stdout();
+            for r in 0..4 {
+                let line = format!("rank {r}: p2pfault blocking: error at barrier 5: class ");
+                assert!(out.contains(&line), "{what}: rank {r}\n{}", job.dump());
+                assert!(out.contains(&format!("rank {r}: p2pfault done")), "{what}\n{}", job.dump());
+            }
+            let err = job.stderr();
+            assert!(err.contains("barrier 4 on the direct path of this rank panics"), "{what}\n{}", job.dump());
+            assert!(err.contains("internal error in MPI_Barrier"), "{what}\n{}", job.dump());
+        });
+    }
+}
+
 /// The component built with the `fault-injection` feature (once, by cargo,
 /// into `<target>/fault`), on a component path of its own.
 fn fault_component_path() -> &'static str {
@@ -280,10 +306,24 @@ fn p2p_job(
     iters: u32,
     device: Option<&str>,
 ) -> Job {
+    fault_job(np, hosts, &[("HWBARR_FAULT_P2P", spec)], kind, on_error, iters, device)
+}
+
+/// As `p2p_job`, with the fault variables `faults` (HWBARR_FAULT_P2P,
+/// HWBARR_FAULT_PANIC).
+fn fault_job(
+    np: usize,
+    hosts: Option<&str>,
+    faults: &[(&str, &str)],
+    kind: &str,
+    on_error: &str,
+    iters: u32,
+    device: Option<&str>,
+) -> Job {
     let it = iters.to_string();
     let world_er = if ompi_major() < 5 { "1" } else { "" };
-    let mut env: Vec<(&str, &str)> =
-        vec![("HWBARR_FAULT_P2P", spec), ("HWBARR_KIND", kind), ("HWBARR_ON_ERROR", on_error)];
+    let mut env: Vec<(&str, &str)> = faults.to_vec();
+    env.extend([("HWBARR_KIND", kind), ("HWBARR_ON_ERROR", on_error)]);
     if !world_er.is_empty() {
         env.push(("HWBARR_WORLD_ERRORS_RETURN", world_er));
     }

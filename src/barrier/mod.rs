@@ -21,13 +21,17 @@ pub mod linear;
 
 /// A blocking barrier on the agreed `route`: runs it to its end, counts it,
 /// and fails the communicator on an error (`Comm::fail`), a panic of
-/// hwbarr's included (`Comm::contained`), as do `Op::start` and `Op::poll`.
+/// hwbarr's in the point-to-point routes included (`Comm::contained`), as
+/// do `Op::start` and `Op::poll`. The device's barrier stays a plain call
+/// on the fast path: a panic there is contained by the MPI_Barrier entry
+/// point, which fails the communicator the same way (`ompi::module`).
+#[inline(always)]
 pub fn run<P: P2p>(c: &Comm<P>, route: Route) -> Result<(), c_int> {
-    let r = c.contained(|| match route {
+    let r = match route {
         Route::Device(core) => device::barrier(c, core),
-        Route::Hier(core) => hier::barrier(c, core),
-        Route::Linear { .. } => linear::barrier(c.p2p(), c.rank(), c.size()),
-    });
+        Route::Hier(core) => c.contained(|| hier::barrier(c, core)),
+        Route::Linear { .. } => c.contained(|| linear::barrier(c.p2p(), c.rank(), c.size())),
+    };
     c.failing(r)?;
     c.count_served();
     Ok(())

@@ -7,7 +7,7 @@ use std::ptr::null_mut;
 
 use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_info_t as Info, ompi_request_t as Request, Module};
 use crate::ompi::progress;
-use crate::ompi::report::guard;
+use crate::ompi::report::{self, guard};
 use crate::ompi::request;
 use crate::ompi::server::Server;
 
@@ -84,7 +84,13 @@ unsafe extern "C" fn disable(module: *mut Module, comm: *mut Comm) -> c_int {
 unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
     guard("MPI_Barrier", ffi::ERROR, || {
         // SAFETY: Open MPI calls this with the module it selected: ours.
-        unsafe { state(module) }.barrier()
+        let st = unsafe { state(module) };
+        // A panic on the device's direct path (outside `Comm::contained`)
+        // fails the communicator, so that the other ranks are told.
+        report::contain(|| "MPI_Barrier".into(), || st.barrier()).unwrap_or_else(|| {
+            st.comm.fail(ffi::ERROR);
+            ffi::ERROR
+        })
     })
 }
 

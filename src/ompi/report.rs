@@ -200,6 +200,9 @@ pub fn guard<T>(what: &str, fail: T, f: impl FnOnce() -> T) -> T {
 
 /// Runs `f`; a panic in it (a bug of hwbarr's) ends as None plus one
 /// warning that names `what` (made only then) and the panic's message.
+/// Inlined: on a barrier's fast path it costs no call, only an unwind
+/// table entry.
+#[inline(always)]
 pub fn contain<T>(what: impl FnOnce() -> String, f: impl FnOnce() -> T) -> Option<T> {
     catch_unwind(AssertUnwindSafe(f))
         .map_err(|e| {

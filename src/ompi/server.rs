@@ -201,7 +201,10 @@ impl Server {
         }
         probe::stamp(Point::BarrierIn);
         let rc = match c.route() {
-            Some(route) if self.express.idle(&self.queued) => code(barrier::run(c, route)),
+            Some(route) if self.express.idle(&self.queued) => {
+                direct_fault();
+                code(barrier::run(c, route))
+            }
             _ => self.queued_barrier(),
         };
         probe::stamp(Point::BarrierOut);
@@ -317,6 +320,29 @@ impl Drop for Server {
         self.comm.report_served();
     }
 }
+
+/// Test builds only (`--features fault-injection`): HWBARR_FAULT_PANIC=<n>
+/// (or `<rank>:<n>,...`) makes this rank's n-th blocking barrier on the
+/// direct path panic before it arrives, standing for a bug of hwbarr's on
+/// the device's fast path. Default builds compile it out.
+#[cfg(feature = "fault-injection")]
+fn direct_fault() {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::OnceLock;
+    static N: OnceLock<Option<u64>> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let Some(n) = *N.get_or_init(|| crate::p2p::pml::fault::target_of("HWBARR_FAULT_PANIC").map(|(n, _)| n)) else {
+        return;
+    };
+    if COUNT.fetch_add(1, Relaxed) + 1 == n {
+        crate::ompi::report::verbose(0, &format!("fault injection: barrier {n} on the direct path of this rank panics"));
+        panic!("injected panic at direct barrier {n}");
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+fn direct_fault() {}
 
 fn code(r: Result<(), c_int>) -> c_int {
     r.err().unwrap_or(ffi::SUCCESS)

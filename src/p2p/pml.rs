@@ -38,28 +38,33 @@ impl Pml {
 /// fail with OMPI_ERROR and post nothing; `<n>p` makes it panic instead (a
 /// bug of hwbarr's at that point). Default builds compile it out.
 #[cfg(feature = "fault-injection")]
-mod fault {
+pub(crate) mod fault {
     use std::ffi::c_int;
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use std::sync::OnceLock;
 
+    /// This rank's entry of the fault spec in `var` (`<n>`, or
+    /// `<rank>:<n>,...`; `<n>p`: panic instead of failing): n and whether
+    /// it panics.
+    pub fn target_of(var: &str) -> Option<(u64, bool)> {
+        let spec = std::env::var(var).ok()?;
+        let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
+        let parse = |n: &str| {
+            let n = n.trim();
+            let (n, panics) = n.strip_suffix('p').map_or((n, false), |n| (n, true));
+            n.parse().ok().map(|n| (n, panics))
+        };
+        spec.split(',').find_map(|item| match item.split_once(':') {
+            None => parse(item),
+            Some((r, n)) if r.trim() == rank => parse(n),
+            Some(_) => None,
+        })
+    }
+
     /// This rank's operation to fail, and whether it panics.
     fn target() -> Option<(u64, bool)> {
         static N: OnceLock<Option<(u64, bool)>> = OnceLock::new();
-        *N.get_or_init(|| {
-            let spec = std::env::var("HWBARR_FAULT_P2P").ok()?;
-            let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
-            let parse = |n: &str| {
-                let n = n.trim();
-                let (n, panics) = n.strip_suffix('p').map_or((n, false), |n| (n, true));
-                n.parse().ok().map(|n| (n, panics))
-            };
-            spec.split(',').find_map(|item| match item.split_once(':') {
-                None => parse(item),
-                Some((r, n)) if r.trim() == rank => parse(n),
-                Some(_) => None,
-            })
-        })
+        *N.get_or_init(|| target_of("HWBARR_FAULT_P2P"))
     }
 
     /// Counts one operation; `Some(error)` if it is the one to fail.
