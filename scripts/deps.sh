@@ -7,9 +7,12 @@ set -euo pipefail
 
 have_ompi() { command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
   for d in $(mpicc --showme:incdirs 2>/dev/null); do [ -f "$d/ompi/mca/coll/coll.h" ] && return 0; done; return 1; }
-# libclang's C library, the one bindgen loads (libclang.so, libclang-14.so.1):
-# not libclang-cpp, the C++ one, which other packages bring alone.
-have_clang() { ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so* >/dev/null 2>&1; }
+# libclang's C library, the one bindgen loads (libclang.so, libclang-14.so.1),
+# not libclang-cpp, the C++ one, which other packages bring alone; and
+# clang's own headers (stddef.h), without which bindgen stops on the
+# first system header (libclang1-14 does not bring them; libclang-dev does).
+have_clang() { ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so* >/dev/null 2>&1 &&
+  ls /usr/lib/llvm-*/lib/clang/*/include/stddef.h >/dev/null 2>&1; }
 
 # `deps.sh bench` also wants gnuplot for the chart, python3 for the driver
 # and python3's venv for MPICH (below); `deps.sh lint` python3 for the

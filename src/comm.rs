@@ -478,10 +478,16 @@ impl<P: P2p> Comm<P> {
                 // (a leader) between nodes.
                 (Some(Route::Hier(core)), Some(t)) => {
                     let inter = self.inter_algorithm();
+                    // Without its node's device, the node's phases ran
+                    // over point-to-point (`adopt_node_device`).
+                    let local = match self.seg.get() {
+                        Some(_) => core.algorithm().to_string(),
+                        None => "linear over point-to-point".to_string(),
+                    };
                     match (t.local.len(), t.is_leader()) {
                         (1, _) => format!("{inter} between nodes (alone on its node)"),
-                        (_, true) => format!("{} on its node and {inter} between nodes", core.algorithm()),
-                        (_, false) => format!("{} on its node", core.algorithm()),
+                        (_, true) => format!("{local} on its node and {inter} between nodes"),
+                        (_, false) => format!("{local} on its node"),
                     }
                 }
                 _ => self.algorithm().to_string(),

@@ -27,8 +27,10 @@ pub struct Layout {
     pub largest: usize,
 }
 
-/// In `Layout::leaders`: a leader not known here.
-pub const NO_LEADER: c_int = -1;
+/// In `Layout::leaders`: a leader not known here. Not -1, which is MPI's
+/// ANY_SOURCE: a receive from it by mistake would match anyone; this one
+/// is an invalid rank, an error.
+pub const NO_LEADER: c_int = c_int::MIN;
 
 /// The ranks of each node, nodes in order of their lowest rank, from the
 /// node id of every rank (`nodes[r]` for rank r; any ids).

@@ -226,6 +226,18 @@ fn fake_nodes_device_refused() {
                 .filter(|l| l.contains("linear over point-to-point (no shared memory: cannot create"))
                 .count();
             assert_eq!(p2p, if ranks == "all" { 2 } else { 1 }, "{what}\n{}", job.dump());
+            // Each rank's served line names what its node ran.
+            let served: Vec<&str> = err.lines().filter(|l| l.contains(" of communicator cid 3: served ")).collect();
+            let ran = |what: &str| {
+                served.iter().filter(|l| l.contains(&format!(" barriers with {what} on its node"))).count()
+            };
+            let refused = if ranks == "all" { 4 } else { 2 };
+            assert_eq!(
+                (served.len(), ran("linear over point-to-point"), ran("counter")),
+                (4, refused, 4 - refused),
+                "{what}\n{}",
+                job.dump()
+            );
         }
     }
 }

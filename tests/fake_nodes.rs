@@ -172,10 +172,11 @@ fn fake_nodes_auto_follows_the_node_size() {
     assert_eq!((leaders.count(), members.count()), (2, 8), "{served:?}");
 }
 
-/// Six fake nodes of one rank each, dissemination between them: every
-/// leader learns only the leaders it talks to (its partners at ±1, ±2, ±4
-/// nodes, not the one 3 nodes away), and barrier semantics hold on every
-/// communicator of the semantics program (world, dup, splits, subsets).
+/// Six fake nodes of one rank each, dissemination between them, where the
+/// layout exchange sends each leader only its partners (±1, ±2, ±4 nodes,
+/// not the one 3 nodes away; the unit tests check what is sent): barrier
+/// semantics hold on every communicator of the semantics program (world,
+/// dup, splits, subsets) under mpirun.
 #[test]
 fn fake_nodes_leaders_know_only_their_partners() {
     let b = board();

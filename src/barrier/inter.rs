@@ -77,6 +77,9 @@ pub fn barrier<P: P2p>(flight: &mut Flight<P>, leaders: &[c_int], node: usize, a
 /// always pair up.
 pub fn post<P: P2p>(flight: &mut Flight<P>, leaders: &[c_int], node: usize, alg: InterAlgorithm, step: usize) -> Result<(), c_int> {
     let n = leaders.len();
+    // Every leader named here is a partner (`partners`), which the layout
+    // exchange sent: a test fails on this if one is not.
+    debug_assert!(partners(alg, node, n).iter().all(|&j| leaders[j] >= 0), "a partner unknown to leader {node}");
     match alg {
         InterAlgorithm::Counter => {
             for i in 1..n {
@@ -101,32 +104,47 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::Arc;
 
-    /// Four leaders run consecutive barriers: none leaves barrier k before
-    /// every leader entered it.
-    fn leaders_meet(alg: InterAlgorithm) {
+    /// `n` leaders run consecutive barriers, each knowing only its
+    /// partners (the others `NO_LEADER`, as the layout exchange leaves
+    /// them): none leaves barrier k before every leader entered it, and
+    /// none talks to a leader it does not know (that would hang or err).
+    fn leaders_meet(alg: InterAlgorithm, n: usize) {
         let entered = Arc::new(AtomicUsize::new(0));
-        mem::run(mem::network(&["a", "b", "c", "d"]), move |ep| {
-            let node = ep.rank() as usize;
-            let mut f = Flight::new(ep);
-            for k in 1..=50 {
-                entered.fetch_add(1, SeqCst);
-                if node == k % 4 {
-                    std::thread::sleep(std::time::Duration::from_micros(200));
+        let hosts: Vec<String> = (0..n).map(|i| format!("node{i}")).collect();
+        let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        let eps = mem::network(&hosts);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            mem::run(eps, move |ep| {
+                let node = ep.rank() as usize;
+                let talks = partners(alg, node, n);
+                let leaders: Vec<c_int> =
+                    (0..n).map(|j| if talks.contains(&j) { j as c_int } else { crate::layout::NO_LEADER }).collect();
+                let mut f = Flight::new(ep);
+                for k in 1..=50 {
+                    entered.fetch_add(1, SeqCst);
+                    if node == k % n {
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                    barrier(&mut f, &leaders, node, alg).unwrap();
+                    assert!(entered.load(SeqCst) >= n * k, "left barrier {k} early");
                 }
-                barrier(&mut f, &[0, 1, 2, 3], node, alg).unwrap();
-                assert!(entered.load(SeqCst) >= 4 * k, "left barrier {k} early");
-            }
+            });
+            let _ = tx.send(());
         });
+        rx.recv_timeout(std::time::Duration::from_secs(20)).expect("leaders finish (no hang, no panic)");
     }
 
     #[test]
     fn counter_among_four_leaders() {
-        leaders_meet(InterAlgorithm::Counter);
+        leaders_meet(InterAlgorithm::Counter, 4);
     }
 
     #[test]
-    fn dissemination_among_four_leaders() {
-        leaders_meet(InterAlgorithm::Dissemination);
+    fn dissemination_among_leaders_that_know_their_partners_only() {
+        for n in [2, 3, 4, 6, 8, 11] {
+            leaders_meet(InterAlgorithm::Dissemination, n);
+        }
     }
 
     /// Every leader a round of `post` names is among the partners.

@@ -1,7 +1,7 @@
 //! Finding a communicator's node layout on its first barrier, when it
 //! spans nodes: every rank sends its host name and settings to rank 0,
-//! which answers each with its node's ranks (a leader also gets every
-//! node's leader) and the settings every rank adopts (`words`): rank 0's,
+//! which answers each with its node's ranks (a leader also gets the
+//! leaders it talks to) and the settings every rank adopts (`words`): rank 0's,
 //! with `auto` resolved by the most populous node. Rank 0 hears from all
 //! before anyone hears back, so the exchange is itself a barrier. What rank
 //! 0 sends grows with the ranks per node, not with the communicator's size
@@ -58,13 +58,13 @@ fn answer_room(n: usize) -> usize {
 
 /// The nodes whose leaders rank 0 sends the leader of `node`: those it
 /// talks to under the agreed leaders' algorithm (`inter::partners`), or
-/// every node if the ranks fall back (nobody talks then; a later version
-/// may read them all).
+/// none if the ranks fall back (the linear barrier over the whole
+/// communicator runs then, without leaders).
 fn leaders_sent(tail: &[u64], node: usize, nodes: usize) -> Option<Vec<usize>> {
     let inter = Settings::from_words(tail.get(1..3)?)?.inter?;
     Some(match tail.get(3)? {
         0 => inter::partners(inter, node, nodes),
-        _ => (0..nodes).collect(),
+        _ => Vec::new(),
     })
 }
 
@@ -96,12 +96,15 @@ fn read_answer(w: &[u64], rank: c_int) -> Option<Layout> {
     let m = *w.get(HEAD_WORDS + k)? as usize;
     let sent = w.get(HEAD_WORDS + k + 1..(HEAD_WORDS + k + 1).checked_add(m)?)?;
     let me = local.iter().position(|&r| r == rank)?;
-    if node >= nodes || k > largest {
+    // A communicator has at most as many nodes and ranks as the answer has
+    // room for (`answer_room`): checked before anything is sized by them.
+    if node >= nodes || k > largest || nodes > w.len() {
         return None;
     }
     let mut leaders = Vec::new();
     if me == 0 {
-        // Exactly the leaders it talks to, ours at our node's place.
+        // Exactly the leaders it talks to, ours (unless the ranks fall
+        // back: none) at our node's place; each a rank.
         let want = leaders_sent(w, node, nodes)?;
         let nodes_sent: Vec<usize> = sent.iter().map(|&x| (x >> 32) as usize).collect();
         if nodes_sent != want {
@@ -109,9 +112,9 @@ fn read_answer(w: &[u64], rank: c_int) -> Option<Layout> {
         }
         leaders = vec![NO_LEADER; nodes];
         for (&j, &x) in nodes_sent.iter().zip(sent) {
-            leaders[j] = (x & 0xffff_ffff) as c_int;
+            leaders[j] = c_int::try_from(x & 0xffff_ffff).ok().filter(|&r| (r as usize) < w.len())?;
         }
-        if leaders[node] != local[0] {
+        if !want.is_empty() && leaders[node] != local[0] {
             return None;
         }
     } else if m != 0 {
@@ -362,9 +365,9 @@ mod tests {
             (0..512).map(|r| r / 64).collect(),
             (0..4096).collect(),
         ];
-        for (inter, fallback) in [(counter, 0), (dissemination, 0), (dissemination, 1)] {
+        for (inter, fallback) in [(counter, 0), (dissemination, 0), (dissemination, 1), (counter, 1)] {
             let tail = [words::hello(), toggle, inter, fallback];
-            let everyone = inter == counter || fallback == 1;
+            let everyone = inter == counter && fallback == 0;
             for ids in &cases {
                 let n = ids.len();
                 let groups = layout::group(ids);
@@ -379,7 +382,9 @@ mod tests {
                     let t = read_answer(&padded, q as c_int).expect("readable");
                     let mut want = Layout::from_nodes(ids, q as c_int);
                     if want.is_leader() && !everyone {
-                        let talks = inter::partners(InterAlgorithm::Dissemination, want.node, want.nodes);
+                        // Falling back, none: nobody talks between nodes.
+                        let talks =
+                            if fallback == 1 { vec![] } else { inter::partners(InterAlgorithm::Dissemination, want.node, want.nodes) };
                         for (j, l) in want.leaders.iter_mut().enumerate() {
                             if !talks.contains(&j) {
                                 *l = NO_LEADER;
@@ -393,18 +398,20 @@ mod tests {
                     let other = ((q + 1) % n) as c_int;
                     assert!(groups[ids[q] as usize].contains(&other) || read_answer(&padded, other).is_none());
                 }
-                match (n, everyone) {
+                match (n, everyone, fallback) {
                     // 8 nodes of 64 (rank 0's own answer counted): 504
                     // ranks get 73 words, 8 leaders 81 (79 with 6 of the
-                    // 8 leaders); every rank's node id to each would be
-                    // 516 words.
-                    (512, true) => assert_eq!(sent, 504 * 73 + 8 * 81),
-                    (512, false) => assert_eq!(sent, 504 * 73 + 8 * 79),
+                    // 8 leaders, 73 with none); every rank's node id to
+                    // each would be 516 words.
+                    (512, true, _) => assert_eq!(sent, 504 * 73 + 8 * 81),
+                    (512, false, 0) => assert_eq!(sent, 504 * 73 + 8 * 79),
+                    (512, false, _) => assert_eq!(sent, 512 * 73),
                     // One rank per node: every rank leads. All leaders to
                     // each, 4096 + 10 words (134 MB in all); its 23
-                    // partners and itself, 34 words (1.1 MB).
-                    (4096, true) => assert_eq!(sent, 4096 * (4096 + 10)),
-                    (4096, false) => assert_eq!(sent, 4096 * 34),
+                    // partners and itself, 34 words (1.1 MB); none, 10.
+                    (4096, true, _) => assert_eq!(sent, 4096 * (4096 + 10)),
+                    (4096, false, 0) => assert_eq!(sent, 4096 * 34),
+                    (4096, false, _) => assert_eq!(sent, 4096 * 10),
                     _ => {}
                 }
             }
@@ -657,7 +664,13 @@ mod exchange_tests {
                 }
             });
             for (r, (t, a)) in out.iter().enumerate() {
-                assert_eq!(t, &Layout::from_nodes(&[0, 1, 0, 1], r as c_int));
+                // Falling back, our version's answer names no leaders
+                // (nobody talks between nodes), version 2's every one.
+                let mut want = Layout::from_nodes(&[0, 1, 0, 1], r as c_int);
+                if !want.leaders.is_empty() && t.leaders.iter().all(|&l| l == NO_LEADER) {
+                    want.leaders.fill(NO_LEADER);
+                }
+                assert_eq!(t, &want);
                 let why = a.fallback.as_deref().unwrap_or_else(|| panic!("rank {r} did not fall back (odd {odd})"));
                 assert!(why.contains("protocol"), "rank {r}: {why}");
             }

@@ -133,10 +133,15 @@ impl Server {
         if c.broken().is_some() || !self.express.idle(&self.queued) {
             return false;
         }
-        let t = device::arrive(c, core);
-        probe::stamp(Point::Arrived);
-        match device::released(c, t) {
-            Ok(false) => {
+        // A panic here (a bug of hwbarr's) fails the communicator and
+        // completes the request with the error (`Comm::contained`).
+        let entered = c.failing(c.contained(|| {
+            let t = device::arrive(c, core);
+            probe::stamp(Point::Arrived);
+            Ok((t, device::released(c, t)?))
+        }));
+        match entered {
+            Ok((t, false)) => {
                 self.express.publish(req, t);
                 self.watch();
             }
@@ -249,7 +254,8 @@ impl Watched for Server {
     fn advance_watched(&self) -> (u64, bool) {
         let mut finished = 0;
         // The express lane without a lock: the common case.
-        if let Polled::Claimed(req, outcome) = self.express.poll(|t| device::released(&self.comm, t)) {
+        let c = &self.comm;
+        if let Polled::Claimed(req, outcome) = self.express.poll(|t| c.failing(c.contained(|| device::released(c, t)))) {
             probe::stamp(Point::Seen);
             self.finish_express(req, outcome, Finisher::Progress);
             probe::stamp(Point::Completed);
