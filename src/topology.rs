@@ -151,6 +151,20 @@ pub fn own_place(status: &str, sysfs: &Path, running: Option<usize>) -> Place {
     Place { package, l3: l3.and(package).map(|p| (p << 16) | l3.unwrap_or(0)) }
 }
 
+/// As `own_place` with `running` if `core_each` (every rank of the node
+/// has a core), and how the place was found, in words for verbose output.
+pub fn own_place_and_source(status: &str, sysfs: &Path, running: Option<usize>, core_each: bool) -> (Place, &'static str) {
+    let bound = own_place(status, sysfs, None);
+    let place = own_place(status, sysfs, running.filter(|_| core_each));
+    let from = match (place == bound, place.l3.is_some(), core_each) {
+        (false, _, _) => "from the CPU it ran on (its binding spans L3 domains)",
+        (true, true, _) => "from its binding",
+        (true, false, false) => "none in an L3 domain: its binding spans domains and the node is oversubscribed",
+        (true, false, true) => "none in an L3 domain: neither its binding nor its CPU gives one",
+    };
+    (place, from)
+}
+
 /// "0-3,8,10-11" as CPU numbers.
 fn cpu_list(s: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
@@ -227,6 +241,12 @@ mod tests {
         assert_eq!(running("0-7", 6), Place { package: Some(1), l3: Some((1 << 16) | 1) }, "unbound, on cpu 6");
         assert_eq!(running("0-3", 6), at("0-3"), "a CPU outside the binding is no hint");
         assert_eq!(running("6,7", 0), at("6,7"), "bound inside a domain: the binding decides");
+        // How it was found, as verbose output says it.
+        let source = |list: &str, cpu: Option<usize>, core_each: bool| own_place_and_source(&status(list), &sys, cpu, core_each);
+        assert_eq!(source("6,7", Some(6), true), (at("6,7"), "from its binding"));
+        assert_eq!(source("0-3", Some(3), true).1, "from the CPU it ran on (its binding spans L3 domains)");
+        assert_eq!(source("0-3", Some(3), false), (at("0-3"), "none in an L3 domain: its binding spans domains and the node is oversubscribed"));
+        assert_eq!(source("0-7", None, true), (Place::UNKNOWN, "none in an L3 domain: neither its binding nor its CPU gives one"));
         let _ = std::fs::remove_dir_all(sys);
     }
 }

@@ -91,6 +91,36 @@ fn toggle_tree_follows_a_synthetic_machine() {
     assert!(!err.contains("served by toggle"), "hwbarr steps aside: {err}");
 }
 
+/// `coll_hwbarr_topology auto` at verbosity 3: each rank says once where
+/// it sits in the node's caches and how that was found; on a machine whose
+/// sysfs names L3 caches, 2 ranks (bound to a core each, Open MPI's default
+/// at 2) are placed from their binding.
+#[test]
+fn auto_placement_is_reported_once_per_rank() {
+    let b = board();
+    let env = [("HWBARR_BOARD", b.to_str().unwrap())];
+    let job = mpirun(
+        2,
+        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_verbose", "3")],
+        &env,
+        &["semantics", "20"],
+        120,
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    let err = job.stderr();
+    let has_l3 = (0..4).any(|i| {
+        std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu0/cache/index{i}/level"))
+            .is_ok_and(|l| l.trim() == "3")
+    });
+    for r in 0..2 {
+        let lines: Vec<&str> =
+            err.lines().filter(|l| l.contains(&format!("world rank {r}: place in the node's caches: "))).collect();
+        assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
+        assert!(!has_l3 || lines[0].ends_with("(from its binding)"), "rank {r}: {}", lines[0]);
+    }
+}
+
 /// The checker above can fail: with the barrier left out it must report a
 /// violation.
 #[test]

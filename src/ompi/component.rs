@@ -12,6 +12,7 @@ use crate::ompi::server::Server;
 use crate::ompi::report::{self, guard, Topic};
 use crate::ompi::{module, node, params, probe};
 use crate::p2p::pml::Pml;
+use crate::topology::Topology;
 
 /// A C `char[N]` holding `s`, NUL-padded, built at compile time.
 const fn cname<const N: usize>(s: &str) -> [c_char; N] {
@@ -257,6 +258,9 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         // SAFETY: as above; looks only at procs Open MPI already has (a
         // peer it has not created yet is on another node), creating none.
         let multi_node = unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0;
+        if p.verbose >= 3 && p.topology == Topology::Auto {
+            node::say_place_once();
+        }
         let opts = Options {
             requested,
             inter: p.inter,

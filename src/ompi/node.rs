@@ -17,6 +17,8 @@ pub struct NodeFacts {
     pub yield_when_idle: bool,
     /// Where this process may run in the node's caches (`topology`).
     pub place: Place,
+    /// How `place` was found, for verbose output.
+    pub place_from: &'static str,
     /// MPI_THREAD_MULTIPLE: threads may wait in barriers at once.
     pub thread_multiple: bool,
 }
@@ -24,25 +26,47 @@ pub struct NodeFacts {
 pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| {
     let local_ranks = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     let cores = cores_online();
+    let place = own_place(local_ranks <= cores);
     NodeFacts {
         local_ranks,
         cores,
         // SAFETY: reads an MCA variable; no preconditions past MPI_Init's start.
         yield_when_idle: unsafe { ffi::hwb_mpi_yield_when_idle() } != 0,
-        place: own_place(local_ranks <= cores),
+        place: place.0,
+        place_from: place.1,
         // SAFETY: reads a flag MPI_Init sets before it selects collectives.
         thread_multiple: unsafe { ffi::hwb_mpi_thread_multiple() } != 0,
     }
 });
 
-/// This process's place in the node's caches (`topology::own_place`); the
-/// CPU it runs on counts only when every rank of the node has a core.
-fn own_place(core_each: bool) -> Place {
+/// This process's place in the node's caches (`topology::own_place`) and
+/// how it was found; the CPU it runs on counts only when every rank of the
+/// node has a core.
+fn own_place(core_each: bool) -> (Place, &'static str) {
     // SAFETY: sched_getcpu has no preconditions; -1 on failure.
-    let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok().filter(|_| core_each);
-    std::fs::read_to_string("/proc/self/status")
-        .map(|status| topology::own_place(&status, std::path::Path::new("/sys/devices/system/cpu"), cpu))
-        .unwrap_or(Place::UNKNOWN)
+    let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok();
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return (Place::UNKNOWN, "none: /proc/self/status unreadable");
+    };
+    topology::own_place_and_source(&status, std::path::Path::new("/sys/devices/system/cpu"), cpu, core_each)
+}
+
+/// At verbosity 3, once per process (on its first communicator, with
+/// `coll_hwbarr_topology auto`): where this rank sits in the node's caches,
+/// which the toggle tree follows, and how that was found.
+pub fn say_place_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let n = &*NODE;
+        let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_else(|_| "?".into());
+        let part = |x: Option<u32>| x.map_or("-".to_string(), |v| v.to_string());
+        crate::ompi::report::verbose(3, &format!(
+            "world rank {rank}: place in the node's caches: package {}, L3 domain {} ({})",
+            part(n.place.package),
+            part(n.place.l3),
+            n.place_from
+        ));
+    });
 }
 
 /// The waiting policy for a communicator with parameters `p`.
