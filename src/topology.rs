@@ -125,10 +125,12 @@ pub fn shape(places: &[Place]) -> Shape {
 /// moves later costs its bank's line a trip between domains, never
 /// correctness: every rank builds the tree from the places each rank
 /// published once.
-pub fn own_place(status: &str, sysfs: &Path, running: Option<usize>) -> Place {
+///
+/// Also whether the running CPU decided it.
+fn place_of(status: &str, sysfs: &Path, running: Option<usize>) -> (Place, bool) {
     let Some(cpus) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()))
     else {
-        return Place::UNKNOWN;
+        return (Place::UNKNOWN, false);
     };
     let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u32>().ok());
     let package_of = |c: usize| read(sysfs.join(format!("cpu{c}/topology/physical_package_id")));
@@ -144,19 +146,20 @@ pub fn own_place(status: &str, sysfs: &Path, running: Option<usize>) -> Place {
         cpus.iter().all(|&c| f(c) == Some(first)).then_some(first)
     };
     let (mut package, mut l3) = (common(&package_of), common(&l3_of));
-    if let Some(c) = running.filter(|c| l3.is_none() && cpus.contains(c)) {
+    let by_running = running.filter(|c| l3.is_none() && cpus.contains(c));
+    if let Some(c) = by_running {
         (package, l3) = (package_of(c), l3_of(c));
     }
     // An L3 id is unique machine-wide only with its package.
-    Place { package, l3: l3.and(package).map(|p| (p << 16) | l3.unwrap_or(0)) }
+    let place = Place { package, l3: l3.and(package).map(|p| (p << 16) | l3.unwrap_or(0)) };
+    (place, by_running.is_some() && place.l3.is_some())
 }
 
-/// As `own_place` with `running` if `core_each` (every rank of the node
+/// As `place_of` with `running` if `core_each` (every rank of the node
 /// has a core), and how the place was found, in words for verbose output.
 pub fn own_place_and_source(status: &str, sysfs: &Path, running: Option<usize>, core_each: bool) -> (Place, &'static str) {
-    let bound = own_place(status, sysfs, None);
-    let place = own_place(status, sysfs, running.filter(|_| core_each));
-    let from = match (place == bound, place.l3.is_some(), core_each) {
+    let (place, by_running) = place_of(status, sysfs, running.filter(|_| core_each));
+    let from = match (!by_running, place.l3.is_some(), core_each) {
         (false, _, _) => "from the CPU it ran on (its binding spans L3 domains)",
         (true, true, _) => "from its binding",
         (true, false, false) => "none in an L3 domain: its binding spans domains and the node is oversubscribed",
@@ -226,17 +229,17 @@ mod tests {
     fn own_place_from_binding_and_caches() {
         let sys = fake_sysfs();
         let status = |list: &str| format!("Name:\tx\nCpus_allowed_list:\t{list}\n");
-        let at = |list: &str| own_place(&status(list), &sys, None);
+        let at = |list: &str| place_of(&status(list), &sys, None).0;
         assert_eq!(at("0-1"), Place { package: Some(0), l3: Some(0) });
         assert_eq!(at("3"), Place { package: Some(0), l3: Some(1) });
         assert_eq!(at("6,7"), Place { package: Some(1), l3: Some((1 << 16) | 1) });
         assert_eq!(at("4"), Place { package: Some(1), l3: Some(1 << 16) }, "package 1's first domain");
         assert_eq!(at("0-3"), Place { package: Some(0), l3: None }, "bound to a package only");
         assert_eq!(at("0-7"), Place::UNKNOWN, "unbound");
-        assert_eq!(own_place("no list here", &sys, Some(0)), Place::UNKNOWN);
+        assert_eq!(place_of("no list here", &sys, Some(0)), (Place::UNKNOWN, false));
         // Bound wider than a domain: the domain of the CPU it runs on, if
         // that is one it may run on.
-        let running = |list: &str, cpu: usize| own_place(&status(list), &sys, Some(cpu));
+        let running = |list: &str, cpu: usize| place_of(&status(list), &sys, Some(cpu)).0;
         assert_eq!(running("0-3", 3), Place { package: Some(0), l3: Some(1) }, "bound to package 0, on cpu 3");
         assert_eq!(running("0-7", 6), Place { package: Some(1), l3: Some((1 << 16) | 1) }, "unbound, on cpu 6");
         assert_eq!(running("0-3", 6), at("0-3"), "a CPU outside the binding is no hint");

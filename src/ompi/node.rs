@@ -39,7 +39,7 @@ pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| {
     }
 });
 
-/// This process's place in the node's caches (`topology::own_place`) and
+/// This process's place in the node's caches (`topology::own_place_and_source`) and
 /// how it was found; the CPU it runs on counts only when every rank of the
 /// node has a core.
 fn own_place(core_each: bool) -> (Place, &'static str) {

@@ -333,14 +333,8 @@ impl Drop for Server {
 /// the device's fast path. Default builds compile it out.
 #[cfg(feature = "fault-injection")]
 fn direct_fault() {
-    use std::sync::atomic::AtomicU64;
-    use std::sync::OnceLock;
-    static N: OnceLock<Option<u64>> = OnceLock::new();
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let Some(n) = *N.get_or_init(|| crate::p2p::pml::fault::target_of("HWBARR_FAULT_PANIC").map(|(n, _)| n)) else {
-        return;
-    };
-    if COUNT.fetch_add(1, Relaxed) + 1 == n {
+    static DIRECT: crate::p2p::pml::fault::Trigger = crate::p2p::pml::fault::Trigger::new("HWBARR_FAULT_PANIC");
+    if let Some((n, _)) = DIRECT.fires() {
         crate::ompi::report::verbose(0, &format!("fault injection: barrier {n} on the direct path of this rank panics"));
         panic!("injected panic at direct barrier {n}");
     }

@@ -46,7 +46,7 @@ pub(crate) mod fault {
     /// This rank's entry of the fault spec in `var` (`<n>`, or
     /// `<rank>:<n>,...`; `<n>p`: panic instead of failing): n and whether
     /// it panics.
-    pub fn target_of(var: &str) -> Option<(u64, bool)> {
+    fn target_of(var: &str) -> Option<(u64, bool)> {
         let spec = std::env::var(var).ok()?;
         let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
         let parse = |n: &str| {
@@ -61,19 +61,31 @@ pub(crate) mod fault {
         })
     }
 
-    /// This rank's operation to fail, and whether it panics.
-    fn target() -> Option<(u64, bool)> {
-        static N: OnceLock<Option<(u64, bool)>> = OnceLock::new();
-        *N.get_or_init(|| target_of("HWBARR_FAULT_P2P"))
+    /// A fault switch: the environment variable naming this rank's n-th
+    /// event (read once), and the events counted so far.
+    pub struct Trigger {
+        var: &'static str,
+        target: OnceLock<Option<(u64, bool)>>,
+        count: AtomicU64,
+    }
+
+    impl Trigger {
+        pub const fn new(var: &'static str) -> Trigger {
+            Trigger { var, target: OnceLock::new(), count: AtomicU64::new(0) }
+        }
+
+        /// Counts one event: `Some((n, panics))` if it is the n-th the
+        /// switch names.
+        pub fn fires(&self) -> Option<(u64, bool)> {
+            let (n, panics) = (*self.target.get_or_init(|| target_of(self.var)))?;
+            (self.count.fetch_add(1, Relaxed) + 1 == n).then_some((n, panics))
+        }
     }
 
     /// Counts one operation; `Some(error)` if it is the one to fail.
     pub fn injected() -> Option<c_int> {
-        static COUNT: AtomicU64 = AtomicU64::new(0);
-        let (n, panics) = target()?;
-        if COUNT.fetch_add(1, Relaxed) + 1 != n {
-            return None;
-        }
+        static P2P: Trigger = Trigger::new("HWBARR_FAULT_P2P");
+        let (n, panics) = P2P.fires()?;
         let how = if panics { "panics" } else { "fails" };
         // Level 0: always shown (test builds only).
         crate::ompi::report::verbose(0, &format!("fault injection: point-to-point operation {n} of this rank {how}"));
