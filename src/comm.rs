@@ -230,7 +230,19 @@ impl<P: P2p> Comm<P> {
         if let Some(seg) = self.seg.get() {
             seg.set_failed();
         }
-        p2p::send_notices(&self.p2p, self.waiting_on_us());
+        // A panic here (a second bug, on a rank already failing) costs one
+        // notice, never the others: every peer that may wait for us when
+        // we cannot tell which.
+        let everyone = || (0..self.size).filter(|&q| q != self.rank).collect();
+        let peers = report::contain(|| self.describe("the failure notices"), || self.waiting_on_us()).unwrap_or_else(everyone);
+        for q in peers {
+            report::contain(|| self.describe(&format!("a failure notice to rank {q}")), || p2p::send_notice(&self.p2p, q));
+        }
+    }
+
+    /// `what` on this communicator, for a warning.
+    fn describe(&self, what: &str) -> String {
+        format!("{what} on communicator '{}' (cid {}, rank {})", self.name(), self.cid, self.rank)
     }
 
     /// Runs `step`, a step of one of hwbarr's barriers on this communicator
@@ -240,8 +252,7 @@ impl<P: P2p> Comm<P> {
     /// are told instead of waiting for ever on a rank that left.
     #[inline(always)]
     pub fn contained<T>(&self, step: impl FnOnce() -> Result<T, c_int>) -> Result<T, c_int> {
-        let what = || format!("a barrier on communicator '{}' (cid {}, rank {})", self.name(), self.cid, self.rank);
-        report::contain(what, step).unwrap_or(Err(ERROR))
+        report::contain(|| self.describe("a barrier"), step).unwrap_or(Err(ERROR))
     }
 
     /// Passes `r` on, failing the communicator (`fail`) if it is an error.

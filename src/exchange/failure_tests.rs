@@ -184,6 +184,27 @@ fn a_panic_anywhere_fails_the_barrier_everywhere() {
     every_operation_panics_in_turn(&["a", "b", "c"], Algorithm::Toggle, InterAlgorithm::Dissemination);
 }
 
+/// A panic while sending a failure notice (a second bug, on a rank already
+/// failing) costs that notice only. hwbarr's linear barrier on 4 ranks:
+/// rank 1's operations fail in turn; rank 0, the gatherer, learns and
+/// tells ranks 1, 2 and 3, its first notice (to rank 1, which knows
+/// already) panicking. Ranks 2 and 3 must still get theirs, or they hang.
+#[test]
+fn a_panic_in_a_failure_notice_spares_the_other_notices() {
+    let hosts = ["a"; 4];
+    let clean = run(mem::network(&hosts), Algorithm::Linear, InterAlgorithm::Counter);
+    let ops = clean[1].ops_after[BARRIERS as usize - 2];
+    assert!(ops >= 4, "rank 1 ran only {ops} operations");
+    for op in 1..=ops {
+        let eps = mem::failing(&hosts, 1, op);
+        eps[0].panic_at_next_notice();
+        let seen = run(eps, Algorithm::Linear, InterAlgorithm::Counter);
+        for (q, s) in seen.iter().enumerate() {
+            assert!(s.failed_at.is_some(), "rank 1's operation {op} fails: rank {q} saw no error: {seen:?}");
+        }
+    }
+}
+
 /// hwbarr not selected on rank `t` (its first barrier is the component
 /// below's MPI_Ibarrier: it sends libnbc's first message to the next rank
 /// and never speaks hwbarr's exchange). Every other rank's first barrier

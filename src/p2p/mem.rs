@@ -4,12 +4,12 @@
 //! it waits, in order, for the next such receive; sends complete at once
 //! (eager).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
-use super::{P2p, ANY_SOURCE};
+use super::{P2p, ANY_SOURCE, FAILED};
 
 /// An MPI error class for a message longer than its receive buffer.
 pub const ERR_TRUNCATE: c_int = -15;
@@ -44,15 +44,19 @@ pub struct Mem {
     rank: c_int,
     host: String,
     fault: Arc<Fault>,
+    /// The ranks it sent to or posted a receive from (`peers`).
+    peers: Arc<Mutex<BTreeSet<c_int>>>,
 }
 
 /// Fault injection, as the component's test build does it: this rank's
 /// `fail_at`-th operation (1-based; 0: none) fails and posts nothing, or
-/// with `panics` panics instead (a bug of hwbarr's at that point).
+/// with `panics` panics instead (a bug of hwbarr's at that point);
+/// `notice_panics`: the next failure notice it sends panics.
 #[derive(Default)]
 struct Fault {
     fail_at: u64,
     panics: bool,
+    notice_panics: AtomicBool,
     ops: AtomicU64,
 }
 
@@ -78,8 +82,8 @@ fn faulty(hosts: &[&str], rank: c_int, n: u64, panics: bool) -> Vec<Mem> {
         .enumerate()
         .map(|(r, h)| {
             let fail_at = if r as c_int == rank { n } else { 0 };
-            let fault = Arc::new(Fault { fail_at, panics, ops: AtomicU64::new(0) });
-            Mem { net: net.clone(), rank: r as c_int, host: h.to_string(), fault }
+            let fault = Arc::new(Fault { fail_at, panics, ..Fault::default() });
+            Mem { net: net.clone(), rank: r as c_int, host: h.to_string(), fault, peers: Arc::default() }
         })
         .collect()
 }
@@ -102,6 +106,26 @@ impl Mem {
     /// (as libnbc's MPI_Ibarrier would, on a rank not running hwbarr).
     pub fn send_foreign(&self, dst: c_int) {
         self.net().foreign.entry(dst).or_default().push(self.rank);
+    }
+
+    /// Makes the next failure notice this rank sends panic (a second bug,
+    /// after the failure that made it send notices).
+    pub fn panic_at_next_notice(&self) {
+        self.fault.notice_panics.store(true, SeqCst);
+    }
+
+    /// The ranks this one sent to or posted a receive from (a receive from
+    /// any source aside), in order.
+    pub fn peers(&self) -> Vec<c_int> {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect()
+    }
+
+    /// Counts an operation with `peer`: an error if it is the one to fail.
+    fn count_with(&self, peer: c_int) -> Result<(), c_int> {
+        if peer != ANY_SOURCE {
+            self.peers.lock().unwrap_or_else(|p| p.into_inner()).insert(peer);
+        }
+        self.count()
     }
 
     /// Operations this rank started (sends and receives, failed ones too).
@@ -130,7 +154,10 @@ impl P2p for Mem {
     type Op = Op;
 
     fn isend(&self, data: Box<[u64]>, dst: c_int) -> Result<Op, c_int> {
-        self.count()?;
+        self.count_with(dst)?;
+        if *data == [FAILED] && self.fault.notice_panics.swap(false, SeqCst) {
+            panic!("rank {}: injected panic in a failure notice to rank {dst}", self.rank);
+        }
         let mut net = self.net();
         let posted = net.posted.entry(dst).or_default();
         match posted.iter().position(|&(src, _, _)| src == self.rank || src == ANY_SOURCE) {
@@ -144,7 +171,7 @@ impl P2p for Mem {
     }
 
     fn irecv(&self, words: usize, src: c_int) -> Result<Op, c_int> {
-        self.count()?;
+        self.count_with(src)?;
         let mut net = self.net();
         let id = net.next_id;
         net.next_id += 1;

@@ -92,14 +92,12 @@ pub fn recv_signal(p2p: &impl P2p, src: c_int) -> Result<(), c_int> {
     Ok(())
 }
 
-/// Sends a failure notice to each of `peers`, without waiting: a peer may
-/// never receive it (it had nothing more to expect from us), and the send
-/// completes as progress turns. Best effort: an error is ignored, since
-/// the caller is already failing.
-pub fn send_notices(p2p: &impl P2p, peers: impl IntoIterator<Item = c_int>) {
-    for q in peers {
-        let _ = p2p.isend(Box::new([FAILED]), q);
-    }
+/// Sends a failure notice to `peer`, without waiting: it may never receive
+/// it (it had nothing more to expect from us), and the send completes as
+/// progress turns. Best effort: an error is ignored, since the caller is
+/// already failing.
+pub fn send_notice(p2p: &impl P2p, peer: c_int) {
+    let _ = p2p.isend(Box::new([FAILED]), peer);
 }
 
 /// Where a receive's data will be found once its `Flight` is done.
