@@ -8,8 +8,10 @@ use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI32, AtomicU64};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::barrier::inter::InterAlgorithm;
+use crate::exchange::lookout::Stall;
 use crate::exchange::words::Settings;
 use crate::exchange::Agreed;
 use crate::layout::{Layout, NO_LEADER};
@@ -84,7 +86,14 @@ pub struct Options {
     /// Under MPI_THREAD_MULTIPLE: the policy while this process's waiting
     /// threads outnumber the cores (`wait::Crowd`).
     pub crowd: Option<Crowd>,
+    /// How long a first exchange waits before the rank says whom it waits
+    /// for (`exchange::lookout`); None: never.
+    pub stall_notice: Option<Duration>,
 }
+
+/// Ranks of a communicator that may say that its first exchange waits
+/// long (`Comm::stall`).
+pub const STALL_SPEAKERS: c_int = 4;
 
 /// One communicator's barrier state.
 pub struct Comm<P: P2p> {
@@ -207,6 +216,16 @@ impl<P: P2p> Comm<P> {
     /// The leaders' algorithm, once agreed (multi-node).
     pub fn inter_algorithm(&self) -> InterAlgorithm {
         *self.inter.get().expect("layout known")
+    }
+
+    /// When and as whom its first exchange says that it waits long: on
+    /// ranks 0 to `STALL_SPEAKERS - 1` only. Rank 0 waits for every rank
+    /// that has not answered and names them; the others wait for rank 0,
+    /// and in a job of thousands a rank 0 busy for minutes before its first
+    /// barrier would otherwise have every rank say so.
+    pub fn stall(&self) -> Option<Stall> {
+        let after = self.opts.stall_notice.filter(|_| self.rank < STALL_SPEAKERS)?;
+        Some(Stall { after, rank: self.rank, cid: self.cid })
     }
 
     /// The error that broke this communicator's barriers, if any.
@@ -508,5 +527,38 @@ impl<P: P2p> Comm<P> {
                 self.rank, self.cid, served
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::p2p::mem;
+    use crate::settings::Idle;
+
+    /// Only the first `STALL_SPEAKERS` ranks say that a first exchange
+    /// waits long, and none when the notice is off.
+    #[test]
+    fn the_first_ranks_say_that_a_first_exchange_waits_long() {
+        let eps = mem::network(&["a"; 6]);
+        let comm = |r: usize, notice| {
+            let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
+            let opts = Options {
+                requested: Algorithm::Line,
+                inter: None,
+                verbose: 0,
+                policy,
+                topology: Topology::Flat,
+                own_place: Place::UNKNOWN,
+                crowd: None,
+                stall_notice: notice,
+            };
+            Comm::new(eps[r].clone(), r as c_int, 6, 3, false, opts)
+        };
+        let after = Some(Duration::from_secs(60));
+        let speakers: Vec<c_int> = (0..6).filter_map(|r| comm(r, after).stall()).map(|s| s.rank).collect();
+        assert_eq!(speakers, (0..STALL_SPEAKERS).collect::<Vec<_>>());
+        assert!(comm(0, after).stall().is_some_and(|s| s.after == Duration::from_secs(60) && s.cid == 3));
+        assert!((0..6).all(|r| comm(r, None).stall().is_none()));
     }
 }

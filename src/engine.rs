@@ -188,7 +188,7 @@ mod tests {
         mem::run(mem::network(hosts), move |ep| {
             let r = ep.rank();
             let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options { requested: algorithm, inter: None, verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None };
+            let opts = Options { requested: algorithm, inter: None, verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None, stall_notice: None };
             let multi = hosts.iter().any(|h| *h != hosts[0]);
             let c = Comm::new(ep, r, n as c_int, 3, multi, opts);
             let mut q: Queue<mem::Mem, usize> = Queue::default();

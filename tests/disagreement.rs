@@ -175,3 +175,28 @@ fn hwbarr_on_some_ranks_only_fails_fast() {
         assert!(named, "{what}: no hwbarr rank named the other\n{}", job.dump());
     }
 }
+
+/// What still hangs (README, "Ranks that disagree"): 3 ranks, rank 0
+/// outside hwbarr, a blocking first barrier. Nothing is sent that a hwbarr
+/// rank could see, so the job waits, as MPI allows; after
+/// `coll_hwbarr_stall_notice` seconds each waiting hwbarr rank says whom it
+/// waits for, once, so that the hang has a name.
+#[test]
+fn a_first_barrier_that_cannot_meet_says_whom_it_waits_for() {
+    let b = board();
+    let ctx = |prio: &str| {
+        vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()]
+    };
+    let contexts = vec![(1, ctx("0")), (1, ctx("40")), (1, ctx("40"))];
+    let mca = [("coll_hwbarr_stall_notice", "1")];
+    let job = mpmd(&contexts, &[], &[], &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 10);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.timed_out(), "the job must hang (else this case is fixed: update the README)\n{}", job.dump());
+    let err = job.stderr();
+    let tail = "has waited 1 s in the communicator's first barrier for rank 0 to take part in hwbarr's setup exchange";
+    for r in [1, 2] {
+        let said =
+            err.lines().filter(|l| l.starts_with(&format!("rank {r} of communicator '")) && l.ends_with(tail)).count();
+        assert_eq!(said, 1, "rank {r} must say it once\n{}", job.dump());
+    }
+}

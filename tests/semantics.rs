@@ -13,7 +13,7 @@ fn ompi_info_lists_component_and_parameters() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MCA coll: hwbarr"), "{text}");
-    for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter", "topology"] {
+    for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter", "topology", "stall_notice"] {
         assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
     }
     assert!(text.contains("current value: \"40\""), "priority default 40: {text}");

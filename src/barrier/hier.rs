@@ -215,9 +215,10 @@ mod tests {
                 topology: Topology::Flat,
                 own_place: Place::UNKNOWN,
                 crowd: None,
+                stall_notice: None,
             };
             let c = Comm::new(ep, r, n as c_int, 9, true, opts);
-            let mut op = HierOp::first(&c, Lookout::new(None)).unwrap();
+            let mut op = HierOp::first(&c, Lookout::new(None, None)).unwrap();
             while !op.poll(&c).unwrap() {
                 std::thread::yield_now();
             }

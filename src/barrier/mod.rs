@@ -57,8 +57,8 @@ impl<P: P2p> Op<P> {
 
     fn enter(c: &Comm<P>, tag: Option<c_int>) -> Result<Op<P>, c_int> {
         Ok(match c.route() {
-            None if c.is_multi_node() => Op::Hier(Box::new(hier::HierOp::first(c, Lookout::new(tag))?)),
-            None => Op::First(Box::new(device::first(c, Lookout::new(tag))?)),
+            None if c.is_multi_node() => Op::Hier(Box::new(hier::HierOp::first(c, Lookout::new(tag, c.stall()))?)),
+            None => Op::First(Box::new(device::first(c, Lookout::new(tag, c.stall()))?)),
             Some(Route::Device(core)) => Op::Device(device::arrive(c, core)),
             Some(Route::Hier(core)) => Op::Hier(Box::new(hier::HierOp::start(c, core)?)),
             Some(Route::Linear { .. }) => {

@@ -80,7 +80,7 @@ fn run(eps: Vec<Mem>, algorithm: Algorithm, inter: InterAlgorithm) -> Vec<Seen> 
         let seen = mem::run(eps, move |ep| {
             let r = ep.rank();
             let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None };
+            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None, stall_notice: None };
             let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
             let mut seen = Seen { failed_at: None, ops_after: Vec::new() };
             for k in 1..=BARRIERS {
@@ -229,6 +229,7 @@ fn a_rank_of_another_barrier(hosts: &'static [&'static str]) {
                     topology: Topology::Flat,
                     own_place: Place::UNKNOWN,
                     crowd: None,
+                    stall_notice: None,
                 };
                 let multi = hosts.iter().any(|h| *h != hosts[0]);
                 let c = Comm::new(ep, r, n as c_int, 7, multi, opts);
@@ -278,17 +279,17 @@ impl Stalled {
 fn drop_mid_exchange(ep: Mem, n: usize, multi: bool, algorithm: Algorithm, stop: u64) {
     let r = ep.rank();
     let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-    let opts = Options { requested: algorithm, inter: Some(InterAlgorithm::Counter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None };
+    let opts = Options { requested: algorithm, inter: Some(InterAlgorithm::Counter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None, stall_notice: None };
     let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
     let mut idle = Stalled::new(&ep);
     let mut done = false;
     if multi {
-        if let Ok(mut op) = HierOp::first(&c, Lookout::new(Some(FOREIGN))) {
+        if let Ok(mut op) = HierOp::first(&c, Lookout::new(Some(FOREIGN), None)) {
             while !done && ep.ops() < stop && idle.more(&ep) {
                 done = !matches!(op.poll(&c), Ok(false));
             }
         }
-    } else if let Ok(mut x) = device::first(&c, Lookout::new(Some(FOREIGN))) {
+    } else if let Ok(mut x) = device::first(&c, Lookout::new(Some(FOREIGN), None)) {
         while !done && ep.ops() < stop && idle.more(&ep) {
             done = !matches!(x.poll(), Ok(None));
         }

@@ -441,7 +441,7 @@ mod exchange_tests {
             let r = ep.rank();
             let inter = (r == 2).then_some(InterAlgorithm::Dissemination);
             let s = Settings { algorithm: Algorithm::Toggle, inter };
-            let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
+            let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None, None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     // Rank 0 answered in our version's form, not with
@@ -475,7 +475,7 @@ mod exchange_tests {
                 words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
             }
             let s = Settings { algorithm: algs[r as usize], inter: None };
-            let mut x = LayoutExchange::start(ep, r, n, s, Lookout::new(None)).unwrap();
+            let mut x = LayoutExchange::start(ep, r, n, s, Lookout::new(None, None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     return done;
@@ -606,7 +606,7 @@ mod exchange_tests {
             let r = ep.rank();
             if r != 0 {
                 let s = Settings { algorithm: Algorithm::Line, inter: None };
-                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
+                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None, None)).unwrap();
                 loop {
                     if let Some((_, a)) = x.poll().unwrap() {
                         return Some(a);
@@ -651,7 +651,7 @@ mod exchange_tests {
                     words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
                 }
                 let s = Settings { algorithm: Algorithm::Counter, inter: None };
-                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None)).unwrap();
+                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None, None)).unwrap();
                 loop {
                     if let Some(done) = x.poll().unwrap() {
                         // Rank 0 answers a rank of its own version in that

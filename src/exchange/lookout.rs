@@ -16,9 +16,17 @@
 //!   because it saw such a peer, and told us before we expected anything
 //!   from it. Notices reach only the receives that expect them otherwise.
 //!
+//!
+//! What it cannot see (a peer of another barrier that never sends to a
+//! hwbarr rank, as tuned's barrier on 3 ranks with rank 0 outside hwbarr)
+//! still hangs, as MPI allows; after `Stall::after` the waiting rank says
+//! whom it waits for (once per process), so that the hang has a name.
+//!
 //! Looking costs two MPI_Iprobe, so it is done once every `EVERY` polls.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 use crate::exchange::words;
 use crate::ompi::report::{self, Topic};
@@ -27,19 +35,60 @@ use crate::p2p::{Flight, P2p, ERROR, FAILED};
 /// Polls between two looks.
 const EVERY: u32 = 16;
 
+/// Whether this process has said that a first exchange waits long: once is
+/// enough to name a hang, and a job of many communicators or threads
+/// would repeat it.
+static STALL_SAID: AtomicBool = AtomicBool::new(false);
+
+/// When a rank waiting in a first exchange says so, and who it is.
+#[derive(Clone, Copy, Debug)]
+pub struct Stall {
+    /// How long it waits before it says so (`coll_hwbarr_stall_notice`).
+    pub after: Duration,
+    /// Its rank in the communicator, and the communicator's id.
+    pub rank: c_int,
+    pub cid: u32,
+}
+
 pub struct Lookout {
     /// The tag a peer's libnbc barrier of this call would use: the one
     /// this rank took for it (None for a blocking MPI_Barrier, which meets
     /// tuned's on hwbarr's own tag instead: `words::greeting`).
     foreign: Option<c_int>,
     polls: u32,
+    /// None: never say that the exchange waits long.
+    stall: Option<Stall>,
+    since: Instant,
 }
 
 impl Lookout {
     /// For the first exchange of a barrier call that took `foreign` as its
-    /// non-blocking collective tag (`engine`).
-    pub fn new(foreign: Option<c_int>) -> Lookout {
-        Lookout { foreign, polls: 0 }
+    /// non-blocking collective tag (`engine`); `stall`: when to say that
+    /// it waits long.
+    pub fn new(foreign: Option<c_int>, stall: Option<Stall>) -> Lookout {
+        Lookout { foreign, polls: 0, stall, since: Instant::now() }
+    }
+
+    /// The line that says whom the exchange in `flight` still waits for,
+    /// once it has waited `stall.after` (then None again: one per lookout).
+    fn stalled<P: P2p>(&mut self, flight: &Flight<P>) -> Option<String> {
+        let s = self.stall.filter(|s| self.since.elapsed() >= s.after)?;
+        self.stall = None;
+        let awaited = flight.awaited();
+        let whom = match awaited.as_slice() {
+            [] => "its peers".to_string(),
+            [q] => format!("rank {q}"),
+            qs if qs.len() <= 8 => format!("ranks {}", list(qs)),
+            qs => format!("ranks {} and {} more", list(&qs[..8]), qs.len() - 8),
+        };
+        Some(format!(
+            "rank {} of communicator '{}' (cid {}) has waited {} s in the communicator's first barrier for {whom} \
+             to take part in hwbarr's setup exchange",
+            s.rank,
+            flight.p2p().name(),
+            s.cid,
+            s.after.as_secs_f64()
+        ))
     }
 
     /// An error (after saying why, for a peer of another barrier) when the
@@ -49,6 +98,11 @@ impl Lookout {
         self.polls = self.polls.wrapping_add(1);
         if self.polls % EVERY != 1 {
             return Ok(());
+        }
+        if let Some(line) = self.stalled(flight) {
+            if !STALL_SAID.swap(true, Relaxed) {
+                report::warn(Topic::Stalled, &line);
+            }
         }
         let p2p = flight.p2p();
         if let Some((peer, _)) = self.foreign.and_then(|tag| p2p.probe(Some(tag))) {
@@ -66,6 +120,10 @@ impl Lookout {
             _ => Ok(()),
         }
     }
+}
+
+fn list(ranks: &[c_int]) -> String {
+    ranks.iter().map(|q| q.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -92,9 +150,35 @@ mod tests {
                 // Rank 2, which we do not wait on, failed and told us.
                 net[2].send(&[FAILED], 1).unwrap();
             }
-            let r = Lookout::new(None).check(&mut flight);
+            let r = Lookout::new(None, None).check(&mut flight);
             assert_eq!(r.is_ok(), awaited_arrives, "awaited message arrived: {awaited_arrives}");
             assert_eq!(flight.done(), if awaited_arrives { Ok(true) } else { Ok(false) });
         }
+    }
+
+    /// The line of a long wait names the ranks whose messages have not
+    /// come, once they are overdue, and only once.
+    #[test]
+    fn a_long_wait_names_whom_it_waits_for() {
+        let net = mem::network(&["a"; 12]);
+        let mut flight = Flight::new(net[0].clone());
+        for q in 1..12 {
+            flight.recv(1, q).unwrap();
+        }
+        net[3].send(&[7], 0).unwrap();
+        assert!(!flight.done().unwrap());
+        let stall = |secs| Some(Stall { after: Duration::from_secs(secs), rank: 0, cid: 5 });
+        assert_eq!(Lookout::new(None, stall(3600)).stalled(&flight), None, "not overdue");
+        let mut l = Lookout::new(None, stall(0));
+        let line = l.stalled(&flight).expect("overdue");
+        assert!(
+            line.starts_with("rank 0 of communicator 'in-memory network' (cid 5) has waited 0 s")
+                && line.contains("for ranks 1, 2, 4, 5, 6, 7, 8, 9 and 2 more to take part"),
+            "{line}"
+        );
+        assert_eq!(l.stalled(&flight), None, "said once");
+        let mut peer = Flight::new(net[1].clone());
+        peer.recv(1, 0).unwrap();
+        assert!(Lookout::new(None, stall(0)).stalled(&peer).unwrap().contains("for rank 0 to take part"));
     }
 }

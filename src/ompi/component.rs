@@ -269,6 +269,7 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             topology: p.topology,
             own_place: node::NODE.place,
             crowd: node::crowd(&p),
+            stall_notice: (p.stall_notice > 0).then(|| std::time::Duration::from_secs(p.stall_notice as u64)),
         };
         // SAFETY: the communicator under construction outlives its module,
         // which `new_module` links to the state before any request exists.

@@ -34,6 +34,9 @@ pub struct Params {
     pub inter: Option<InterAlgorithm>,
     /// Where node-local ranks sit in the caches (parsed at registration).
     pub topology: Topology,
+    /// Seconds a first exchange waits before the rank says whom it waits
+    /// for; 0 or less: never.
+    pub stall_notice: c_int,
 }
 
 // Storage Open MPI's variable system writes into (it needs stable
@@ -41,6 +44,10 @@ pub struct Params {
 static mut PRIORITY: c_int = DEFAULT_PRIORITY;
 static mut VERBOSE: c_int = 0;
 static mut SPIN: c_int = -1;
+/// Default of `stall_notice`: long past any first barrier on a healthy
+/// job's path, short of a batch job's time limit.
+pub const DEFAULT_STALL_NOTICE: c_int = 60;
+static mut STALL_NOTICE: c_int = DEFAULT_STALL_NOTICE;
 static mut ALGORITHM: c_int = 0;
 static mut IDLE: c_int = 0;
 static mut INTER: c_int = 0;
@@ -54,11 +61,12 @@ static TOPOLOGY: std::sync::OnceLock<Topology> = std::sync::OnceLock::new();
 pub fn current() -> Params {
     // SAFETY: Open MPI writes these only while registering or setting
     // variables, which it does before asking the component anything.
-    let (priority, verbose, spin, alg, idle, inter) = unsafe {
+    let (priority, verbose, spin, stall_notice, alg, idle, inter) = unsafe {
         (
             *addr_of_mut!(PRIORITY),
             *addr_of_mut!(VERBOSE),
             *addr_of_mut!(SPIN),
+            *addr_of_mut!(STALL_NOTICE),
             *addr_of_mut!(ALGORITHM),
             *addr_of_mut!(IDLE),
             *addr_of_mut!(INTER),
@@ -69,7 +77,7 @@ pub fn current() -> Params {
         usize::try_from(i).ok().and_then(T::from_index).unwrap_or(T::CHOICES[0].value)
     }
     let topology = TOPOLOGY.get().copied().unwrap_or(Topology::Auto);
-    Params { priority, algorithm: pick(alg), verbose, spin, idle: pick(idle), inter: pick(inter), topology }
+    Params { priority, algorithm: pick(alg), verbose, spin, idle: pick(idle), inter: pick(inter), topology, stall_notice }
 }
 
 /// Registers a choice parameter as an MCA enum built from its table.
@@ -155,6 +163,16 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                 addr_of_mut!(SPIN),
             ),
             register_choice::<Option<Idle>>(component, Lvl::OPAL_INFO_LVL_9, addr_of_mut!(IDLE)),
+            int(
+                c"stall_notice",
+                c"Seconds a communicator's first barrier waits for hwbarr's setup exchange before the waiting \
+                  rank says which ranks it waits for (once per process, on the communicator's ranks 0 to 3); it \
+                  goes on waiting (a rank that does not run \
+                  hwbarr's barrier, because coll settings differ between ranks, makes that wait endless). \
+                  0 or less: never say it. Default: 60",
+                Lvl::OPAL_INFO_LVL_6,
+                addr_of_mut!(STALL_NOTICE),
+            ),
             register_choice::<Option<InterAlgorithm>>(component, Lvl::OPAL_INFO_LVL_5, addr_of_mut!(INTER)),
             mca_base_component_var_register(
                 component,

@@ -40,6 +40,7 @@ pub enum Topic {
     Disagreement,
     NotHwbarr,
     InternalError,
+    Stalled,
 }
 
 impl Topic {
@@ -52,6 +53,7 @@ impl Topic {
             Topic::Disagreement => c"disagreement",
             Topic::NotHwbarr => c"not-hwbarr",
             Topic::InternalError => c"internal-error",
+            Topic::Stalled => c"stalled",
         }
     }
 }
@@ -230,6 +232,7 @@ mod tests {
             Topic::Disagreement,
             Topic::NotHwbarr,
             Topic::InternalError,
+            Topic::Stalled,
         ] {
             let r = render_builtin(t, "SUMMARY LINE").unwrap_or_else(|| panic!("{t:?} missing"));
             assert!(r.starts_with(DASH_LINE) && r.ends_with(DASH_LINE), "{r}");

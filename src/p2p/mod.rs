@@ -107,8 +107,9 @@ pub struct Slot(usize);
 /// The operations a protocol step has in flight on one transport.
 pub struct Flight<P: P2p> {
     p2p: P,
-    /// In flight, each with the slot its data goes to (receives of words).
-    ops: Vec<(Option<usize>, P::Op)>,
+    /// In flight, each with the slot its data goes to (receives of words)
+    /// and, for a receive, its source (`awaited`).
+    ops: Vec<(Option<usize>, Option<c_int>, P::Op)>,
     /// Data of completed receives, by slot.
     got: Vec<Option<Box<[u64]>>>,
 }
@@ -126,7 +127,7 @@ impl<P: P2p> Flight<P> {
     /// Starts sending a copy of `data` to `dst`.
     pub fn send(&mut self, data: &[u64], dst: c_int) -> Result<(), c_int> {
         let op = self.p2p.isend(data.into(), dst)?;
-        self.ops.push((None, op));
+        self.ops.push((None, None, op));
         Ok(())
     }
 
@@ -135,7 +136,7 @@ impl<P: P2p> Flight<P> {
         let op = self.p2p.irecv(words, src)?;
         let slot = self.got.len();
         self.got.push(None);
-        self.ops.push((Some(slot), op));
+        self.ops.push((Some(slot), Some(src), op));
         Ok(Slot(slot))
     }
 
@@ -143,7 +144,7 @@ impl<P: P2p> Flight<P> {
     /// room for a failure notice.
     pub fn signal_from(&mut self, src: c_int) -> Result<(), c_int> {
         let op = self.p2p.irecv(1, src)?;
-        self.ops.push((None, op));
+        self.ops.push((None, Some(src), op));
         Ok(())
     }
 
@@ -151,7 +152,7 @@ impl<P: P2p> Flight<P> {
     pub fn done(&mut self) -> Result<bool, c_int> {
         let mut first_err = None;
         let (p2p, got) = (&self.p2p, &mut self.got);
-        self.ops.retain_mut(|(slot, op)| match p2p.test(op) {
+        self.ops.retain_mut(|(slot, _, op)| match p2p.test(op) {
             Ok(None) => true,
             Ok(Some(buf)) if buf.first().is_some_and(|&w| is_failure(w)) => {
                 first_err.get_or_insert(ERROR);
@@ -172,6 +173,12 @@ impl<P: P2p> Flight<P> {
             Some(rc) => Err(rc),
             None => Ok(self.ops.is_empty()),
         }
+    }
+
+    /// The sources of the receives not complete when `done` last looked,
+    /// in the order they were posted.
+    pub fn awaited(&self) -> Vec<c_int> {
+        self.ops.iter().filter_map(|&(_, src, _)| src).collect()
     }
 
     /// The data of a completed receive.
