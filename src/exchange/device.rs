@@ -51,9 +51,27 @@ fn token() -> u64 {
     h.finish()
 }
 
-/// An errno-like code for a failure to attach (never 0).
+/// Answer status: the segment a peer opened is not this communicator's
+/// (its size or token differ: `Segment::attach`).
+const NOT_OURS: u64 = u64::MAX - 3;
+/// Answer status: an error without an OS error number.
+const NO_ERRNO: u64 = u64::MAX;
+
+/// An errno-like code for a failure to attach (never 0, never `OK`).
 fn code(e: &std::io::Error) -> u64 {
-    e.raw_os_error().map(|c| c as u64).filter(|&c| c != 0).unwrap_or(u64::MAX)
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        return NOT_OURS;
+    }
+    e.raw_os_error().filter(|&c| c > 0).map_or(NO_ERRNO, |c| c as u64)
+}
+
+/// Why a peer that answered `status` (not `OK`) could not map the segment.
+fn why_not_mapped(status: u64) -> String {
+    match status {
+        NOT_OURS => "the segment it opened is not this communicator's (its size or token differ)".to_string(),
+        c if c > 0 && c <= i32::MAX as u64 => std::io::Error::from_raw_os_error(c as i32).to_string(),
+        _ => "an error without an OS error number".to_string(),
+    }
 }
 
 enum Stage {
@@ -234,8 +252,7 @@ impl<P: P2p> DeviceExchange<P> {
             }
             let st = a[1];
             if st != OK && verdict.is_ok() {
-                let e = std::io::Error::from_raw_os_error(st as i32);
-                verdict = Err(format!("rank {peer} cannot map the segment: {e}"));
+                verdict = Err(format!("rank {peer} cannot map the segment: {}", why_not_mapped(st)));
             }
         }
         let linear = self.settings.algorithm == Algorithm::Linear && verdict.as_ref().is_err_and(|w| w.is_empty());
@@ -347,6 +364,23 @@ mod tests {
     use crate::core::counter;
     use crate::p2p::mem;
     use std::sync::atomic::Ordering::SeqCst;
+
+    /// A peer's reason for not mapping the segment reaches rank 0's
+    /// message: an OS error by its text, a segment that is not this
+    /// communicator's by name (it read "Unknown error -1" before).
+    #[test]
+    fn a_peer_says_why_it_cannot_map_the_segment() {
+        use std::io::{Error, ErrorKind};
+        let eperm = code(&Error::from_raw_os_error(1));
+        assert_eq!(why_not_mapped(eperm), Error::from_raw_os_error(1).to_string());
+        let mismatch = code(&Error::new(ErrorKind::InvalidData, "segment is not this communicator's"));
+        assert!(why_not_mapped(mismatch).starts_with("the segment it opened is not this communicator's"));
+        let other = code(&Error::other("no errno"));
+        assert_eq!(why_not_mapped(other), "an error without an OS error number");
+        for c in [eperm, mismatch, other] {
+            assert!(c != OK && c != OTHER_VERSION, "{c}");
+        }
+    }
 
     /// Runs the exchange among `algs.len()` ranks (rank r asking for
     /// `algs[r]`) to its end on every rank.

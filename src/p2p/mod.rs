@@ -93,11 +93,15 @@ pub fn recv_signal(p2p: &impl P2p, src: c_int) -> Result<(), c_int> {
 }
 
 /// Sends a failure notice to `peer`, without waiting: it may never receive
-/// it (it had nothing more to expect from us), and the send completes as
-/// progress turns. Best effort: an error is ignored, since the caller is
-/// already failing.
-pub fn send_notice(p2p: &impl P2p, peer: c_int) {
-    let _ = p2p.isend(Box::new([FAILED]), peer);
+/// it (it had nothing more to expect from us). One test right after the
+/// send frees its request when the transport completed it at once (a
+/// small message usually is); one still in flight is left to complete as
+/// progress turns, its request and buffer leaked (`pml::Op`). Best effort:
+/// an error is ignored, since the caller is already failing.
+pub fn send_notice<P: P2p>(p2p: &P, peer: c_int) {
+    if let Ok(mut op) = p2p.isend(Box::new([FAILED]), peer) {
+        let _ = p2p.test(&mut op);
+    }
 }
 
 /// Where a receive's data will be found once its `Flight` is done.

@@ -116,11 +116,13 @@ fn check(rc: c_int) -> Result<(), c_int> {
 ///
 /// The buffer belongs to the request until the PML completes it. Dropping
 /// an `Op` whose request is still posted (only on error paths: a peer that
-/// never sends, a barrier abandoned after a failure) therefore leaks the
-/// buffer on purpose: freeing it would let a later matching message write
-/// into freed memory, and waiting could block forever. This is the one
-/// place where hwbarr leaks memory; a communicator in that state is marked
-/// broken and posts nothing more.
+/// never sends, a barrier abandoned after a failure, a failure notice not
+/// yet delivered) therefore leaks the buffer and the request on purpose:
+/// freeing the buffer would let a later matching message write into freed
+/// memory, waiting could block forever, and the request may outlive the
+/// PML (states are dropped as Open MPI tears communicators down). This is
+/// the one place where hwbarr leaks memory; a communicator in that state
+/// is marked broken and posts nothing more.
 pub struct Op {
     req: *mut Request,
     buf: Option<Box<[u64]>>,
