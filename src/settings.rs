@@ -145,7 +145,7 @@ impl Setting for Option<Idle> {
         },
         Choice {
             name: c"spin",
-            help: "keep the core; after about 135 us without release, sleep as sleep does",
+            help: "keep the core, turning MPI progress every 256 polls; after about 135 us without release, turn it after every poll and yield the core",
             value: Some(Idle::Spin),
         },
         Choice { name: c"yield", help: "sched_yield", value: Some(Idle::Yield) },
