@@ -4,7 +4,7 @@
  * Plain C and MPI only, so that the same source is built with the mpicc of
  * every MPI under test (Open MPI 4.1, 5.0, 6.0, MPICH).
  *
- * Usage: barrier_osu [blocking|persistent|pace] [iters] [warmup] [sample]
+ * Usage: barrier_osu [blocking|persistent|pace|progress] [iters] [warmup] [sample]
  *
  * blocking (default):
  *   1. warm-up barriers, then `iters` timed MPI_Barrier calls (MPI_Wtime
@@ -37,6 +37,17 @@
  *   Prints, per round: round=<b> barrier_ns=<rank 0's> floor_ns=<rank
  *   0's> self_ns=<rank 0's>,<rank 1's>,... then
  *   ranks=<n> mode=pace iters=<timed iterations of each loop> placement=...
+ *
+ * progress (at least 2 ranks; `iters` operations of each kind, default 100):
+ *   whether a rank waiting in MPI_Barrier still serves its peers' traffic,
+ *   as MPI's progress rule asks. Rank 1 enters MPI_Barrier at once; rank 0
+ *   first idles 1 ms (so rank 1 waits long), then times
+ *     rma: MPI_Put of 4 bytes + MPI_Win_flush to rank 1 on a window of
+ *          MPI_Win_create (passive target, inside one MPI_Win_lock), and
+ *     p2p: MPI_Send of 64 KiB (a rendezvous) to receives rank 1 posted
+ *          before its barrier,
+ *   then enters the barrier too. The other ranks wait in the barrier.
+ *   Prints: ranks= mode=progress rma_us= p2p_us= iters=  (µs per operation)
  *
  * persistent:
  *   MPI_Barrier and the persistent barrier (MPI_Barrier_init, or
@@ -323,6 +334,54 @@ static void pace(int rank, int size, long iters, long warmup) {
     MPI_Comm_free(&node);
 }
 
+#define PROGRESS_BYTES (64 * 1024)
+
+static void progress(int rank, int size, long n) {
+    if (size < 2) {
+        if (rank == 0) printf("mode=progress needs at least 2 ranks\n");
+        return;
+    }
+    int *mem = xmalloc(16 * sizeof(int));
+    memset(mem, 0, 16 * sizeof(int));
+    MPI_Win win;
+    MPI_Win_create(mem, 16 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double rma = 0, p2p = 0;
+    if (rank == 0) {
+        usleep(1000);
+        int v = 42;
+        double t0 = MPI_Wtime();
+        MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+        for (long i = 0; i < n; i++) {
+            MPI_Put(&v, 1, MPI_INT, 1, (int)(i % 16), 1, MPI_INT, win);
+            MPI_Win_flush(1, win);
+        }
+        MPI_Win_unlock(1, win);
+        rma = (MPI_Wtime() - t0) / n * 1e6;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    char *buf = xmalloc((size_t)PROGRESS_BYTES * (rank == 1 ? n : 1));
+    MPI_Request *reqs = xmalloc(sizeof(MPI_Request) * n);
+    if (rank == 1)
+        for (long i = 0; i < n; i++)
+            MPI_Irecv(buf + (size_t)i * PROGRESS_BYTES, PROGRESS_BYTES, MPI_CHAR, 0, (int)i, MPI_COMM_WORLD, &reqs[i]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        memset(buf, 1, PROGRESS_BYTES);
+        usleep(1000);
+        double t0 = MPI_Wtime();
+        for (long i = 0; i < n; i++) MPI_Send(buf, PROGRESS_BYTES, MPI_CHAR, 1, (int)i, MPI_COMM_WORLD);
+        p2p = (MPI_Wtime() - t0) / n * 1e6;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) MPI_Waitall((int)n, reqs, MPI_STATUSES_IGNORE);
+    if (rank == 0) printf("ranks=%d mode=progress rma_us=%.3f p2p_us=%.3f iters=%ld\n", size, rma, p2p, n);
+    MPI_Win_free(&win);
+    free(reqs);
+    free(buf);
+    free(mem);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -331,14 +390,16 @@ int main(int argc, char **argv) {
     int argi = 1;
     const char *mode = "blocking";
     if (argc > 1 && (strcmp(argv[1], "blocking") == 0 || strcmp(argv[1], "persistent") == 0 ||
-                     strcmp(argv[1], "pace") == 0)) mode = argv[argi++];
+                     strcmp(argv[1], "pace") == 0 || strcmp(argv[1], "progress") == 0)) mode = argv[argi++];
     long iters = argc > argi ? atol(argv[argi]) : 10000;
     long warmup = argc > argi + 1 ? atol(argv[argi + 1]) : iters / 10;
     long sample = argc > argi + 2 ? atol(argv[argi + 2]) : 1000;
     if (iters < 1) iters = 1;
     if (warmup < 0) warmup = 0;
     if (sample < 0) sample = 0;
-    if (strcmp(mode, "persistent") == 0)
+    if (strcmp(mode, "progress") == 0)
+        progress(rank, size, argc > 2 ? iters : 100);
+    else if (strcmp(mode, "persistent") == 0)
         persistent(rank, size, iters, warmup);
     else if (strcmp(mode, "pace") == 0)
         pace(rank, size, iters, warmup);

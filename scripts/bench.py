@@ -16,8 +16,8 @@ rounds is reported. OSU_DIR=<dir> runs the real osu_barrier instead (no
 skew or placement then).
 
 Environment: ROUNDS (5), NPS (2,4,8), SEED, SECTIONS
-(barrier,threads,load,pace,ibarrier,fakenodes,init: which parts run),
-PACE_LAUNCHES (6), MPICH_VENV
+(barrier,threads,load,progress,pace,ibarrier,fakenodes,init: which parts
+run), PACE_LAUNCHES (6), PROGRESS_LAUNCHES (3), MPICH_VENV
 (build/mpich-venv, made by scripts/deps.sh bench; NO_MPICH=1 leaves MPICH
 out), MPICH_TIMEOUT (60 s per MPICH launch), INIT_LAUNCHES (15), BIND (1:
 the barrier section's launches bind rank i to cpu i mod cpus).
@@ -69,7 +69,7 @@ NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
 # (3+1) when ranks outnumber cpus.
 BIND = os.environ.get("BIND") == "1"
 SEED = int(os.environ.get("SEED", str(int(time.time()) % 100000)))
-SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,pace,ibarrier,fakenodes,init").split(",")
+SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,progress,pace,ibarrier,fakenodes,init").split(",")
 THREADS_LAUNCHES = int(os.environ.get("THREADS_LAUNCHES", "9"))
 LOAD_LAUNCHES = int(os.environ.get("LOAD_LAUNCHES", "3"))
 INIT_LAUNCHES = int(os.environ.get("INIT_LAUNCHES", "15"))
@@ -784,6 +784,39 @@ def load_section():
     print(f"  hwbarr:auto/tuned (medians): {st.median(res['hwbarr:auto']) / st.median(res['tuned']):.3f}")
 
 
+PROGRESS_LAUNCHES = int(os.environ.get("PROGRESS_LAUNCHES", "3"))
+
+
+def progress_section():
+    """Does a rank waiting in MPI_Barrier serve its peers' traffic
+    (barrier_osu progress: rank 0 puts and flushes on rank 1's window, then
+    sends 64 KiB messages to it, while rank 1 waits in MPI_Barrier)?
+    hwbarr (auto) and tuned, interleaved launches, µs per operation."""
+    res = {}
+    for i in range(PROGRESS_LAUNCHES):
+        for np in (2, 4):
+            for c in ("hwbarr:auto", "tuned"):
+                _, args = dict(CONFIGS)[c]
+                r = parse_osu(mpirun(np, args, [osu_prog(), "progress", "100"], timeout=120))
+                res.setdefault((np, c), []).append((r.get("rma_us"), r.get("p2p_us")))
+                print(f"\r  progress launch {i + 1}/{PROGRESS_LAUNCHES} {np} ranks {c:<12}   ", end="", flush=True)
+    print(f"\n\nWhile the target waits in MPI_Barrier, {PROGRESS_LAUNCHES} launches, µs per operation, "
+          "median [min–max] (4 ranks oversubscribe the cores):")
+    for np in (2, 4):
+        for k, what in ((0, "put 4 B + flush"), (1, "send 64 KiB")):
+            line = []
+            med = {}
+            for c in ("hwbarr:auto", "tuned"):
+                v = [x[k] for x in res[(np, c)] if x[k] is not None]
+                if not v:
+                    line.append(f"{c} failed")
+                    continue
+                med[c] = st.median(v)
+                line.append(f"{c} {med[c]:.2f} [{min(v):.2f}–{max(v):.2f}]")
+            ratio = f"  hwbarr/tuned {med['hwbarr:auto'] / med['tuned']:.2f}" if len(med) == 2 and med["tuned"] else ""
+            print(f"  {np} ranks, {what:<15}: " + ", ".join(line) + ratio)
+
+
 PACE_LAUNCHES = int(os.environ.get("PACE_LAUNCHES", "6"))
 PACE_ITERS = 400000  # 20 rounds of 20,000 of each loop
 PACE_SLOW = 1.15  # a rank runs slowed when its MPI_COMM_SELF barrier takes this much over the fastest of its MPI
@@ -915,6 +948,8 @@ def main():
         threads_section()
     if "load" in SECTIONS:
         load_section()
+    if "progress" in SECTIONS:
+        progress_section()
     if "pace" in SECTIONS:
         pace_section()
     if "ibarrier" in SECTIONS:

@@ -152,7 +152,7 @@ pub fn try_wait_crowded<E>(
     policy: WaitPolicy,
     crowd: Crowd,
     done: impl FnMut() -> Result<bool, E>,
-    progress: impl FnMut(),
+    progress: impl FnMut() -> bool,
     sleep: impl FnMut(),
 ) -> Result<(), E> {
     let _me = Waiting::enter();
@@ -162,7 +162,12 @@ pub fn try_wait_crowded<E>(
 
 /// Polls `done` until it is true: `try_wait_until` for conditions that
 /// cannot fail.
-pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, progress: impl FnMut(), sleep: impl FnMut()) {
+pub fn wait_until(
+    policy: WaitPolicy,
+    mut done: impl FnMut() -> bool,
+    progress: impl FnMut() -> bool,
+    sleep: impl FnMut(),
+) {
     let r: Result<(), std::convert::Infallible> = try_wait_until(policy, || Ok(done()), progress, sleep);
     let Ok(()) = r;
 }
@@ -172,11 +177,15 @@ pub fn wait_until(policy: WaitPolicy, mut done: impl FnMut() -> bool, progress: 
 /// non-blocking ones). Polls `done` until it is true or fails. Between
 /// rounds of `spins` polls it calls `progress` (Open MPI's progress engine,
 /// so that a peer's pending point-to-point traffic completes while we
-/// wait), then yields the core or calls `sleep` as the policy says.
+/// wait; true when it reports work done), then yields the core or calls
+/// `sleep` as the policy says. A `Sleep` waiter whose progress did work
+/// yields instead of sleeping for the next `LONG_WAIT_POLLS` polls: a peer
+/// that needs its progress (a rendezvous, a one-sided operation it is the
+/// target of) takes its next step within a round, not after a sleep.
 pub fn try_wait_until<E>(
     policy: WaitPolicy,
     done: impl FnMut() -> Result<bool, E>,
-    progress: impl FnMut(),
+    progress: impl FnMut() -> bool,
     sleep: impl FnMut(),
 ) -> Result<(), E> {
     wait_by(|| policy, done, progress, sleep)
@@ -186,11 +195,13 @@ pub fn try_wait_until<E>(
 fn wait_by<E>(
     mut choose: impl FnMut() -> WaitPolicy,
     mut done: impl FnMut() -> Result<bool, E>,
-    mut progress: impl FnMut(),
+    mut progress: impl FnMut() -> bool,
     mut sleep: impl FnMut(),
 ) -> Result<(), E> {
     let mut rounds = 0u32;
     let mut polls = 0u64;
+    // Polls up to which a `Sleep` waiter stays awake after progress did work.
+    let mut awake_until = 0u64;
     loop {
         rounds = rounds.saturating_add(1);
         let policy = choose();
@@ -204,7 +215,9 @@ fn wait_by<E>(
             std::hint::spin_loop();
         }
         if policy.progress {
-            progress();
+            if progress() {
+                awake_until = polls.saturating_add(LONG_WAIT_POLLS);
+            }
             if done()? {
                 return Ok(());
             }
@@ -213,7 +226,7 @@ fn wait_by<E>(
             Idle::Spin if long => std::thread::yield_now(),
             Idle::Spin => {}
             Idle::Yield => std::thread::yield_now(),
-            Idle::Sleep if rounds <= YIELDS_BEFORE_SLEEP => std::thread::yield_now(),
+            Idle::Sleep if rounds <= YIELDS_BEFORE_SLEEP || polls < awake_until => std::thread::yield_now(),
             Idle::Sleep => sleep(),
         }
     }
@@ -266,7 +279,7 @@ mod tests {
                     polls += 1;
                     Ok(polls > 4 * (YIELDS_BEFORE_SLEEP as usize + 3))
                 },
-                || {},
+                || false,
                 || naps += 1,
             );
             r.unwrap();
@@ -295,7 +308,10 @@ mod tests {
                         polls += 1;
                         polls > need
                     },
-                    || turns += 1,
+                    || {
+                        turns += 1;
+                        false
+                    },
                     || naps += 1,
                 );
                 (turns, naps)
@@ -314,6 +330,34 @@ mod tests {
         }
     }
 
+    /// A sleeping waiter whose progress turn did work stays awake
+    /// (yielding) for the next `LONG_WAIT_POLLS` polls, then sleeps again.
+    #[test]
+    fn a_sleeper_stays_awake_while_progress_does_work() {
+        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep };
+        let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
+        // Work done in the 10th turn only; released after 2 × LONG_WAIT_POLLS rounds.
+        let need = 2 * (2 * LONG_WAIT_POLLS);
+        wait_until(
+            p,
+            || {
+                polls += 1;
+                polls > need
+            },
+            || {
+                turns += 1;
+                turns == 10
+            },
+            || naps += 1,
+        );
+        // Each round polls twice (before and after its turn). Rounds 4-9
+        // sleep (after 3 of yield); the 10th turn's work keeps rounds 10 to
+        // 10 + LONG_WAIT_POLLS - 1 awake; every round after sleeps, but the
+        // last, which ends at its first poll.
+        let rounds = need / 2;
+        assert_eq!(naps, rounds - u64::from(YIELDS_BEFORE_SLEEP) - LONG_WAIT_POLLS, "{naps} naps in {rounds} rounds");
+    }
+
     #[test]
     fn progress_turns_while_waiting() {
         let mut polls = 0;
@@ -326,7 +370,10 @@ mod tests {
                 polls += 1;
                 polls > 10
             },
-            || turns += 1,
+            || {
+                turns += 1;
+                false
+            },
             || naps += 1,
         );
         assert_eq!(polls, 11);
@@ -342,7 +389,7 @@ mod tests {
                 polls += 1;
                 polls > rounds * 5
             },
-            || {},
+            || false,
             || naps += 1,
         );
         assert_eq!(naps, rounds - YIELDS_BEFORE_SLEEP);

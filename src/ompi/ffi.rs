@@ -39,11 +39,28 @@ pub const SUCCESS: i32 = 0;
 /// Open MPI's generic error code (`OMPI_ERROR`).
 pub const ERROR: i32 = -1;
 
-/// Turns Open MPI's progress engine once. (`opal_progress` returns void
-/// on 4.1 and the number of events on 5.0; we need neither.)
-pub fn progress() {
+/// Turns Open MPI's progress engine once; true when it reports events
+/// (5.0 and later return their number; 4.1 returns nothing: false).
+#[allow(clippy::unit_arg)] // 4.1's opal_progress returns ()
+pub fn progress() -> bool {
     // SAFETY: opal_progress may be called from any thread inside an MPI
     // call, which is where hwbarr runs.
-    #[allow(clippy::let_unit_value, clippy::let_underscore_untyped)]
-    let _ = unsafe { opal_progress() };
+    unsafe { opal_progress() }.any()
+}
+
+/// What `opal_progress` returns, read as "did it do any work".
+trait Events {
+    fn any(self) -> bool;
+}
+
+impl Events for () {
+    fn any(self) -> bool {
+        false
+    }
+}
+
+impl Events for std::ffi::c_int {
+    fn any(self) -> bool {
+        self > 0
+    }
 }

@@ -223,8 +223,9 @@ impl P2p for Mem {
         }
     }
 
-    fn progress(&self) {
+    fn progress(&self) -> bool {
         std::thread::yield_now();
+        false
     }
 
     fn host(&self) -> String {

@@ -211,8 +211,8 @@ impl P2p for Pml {
         (found != 0).then_some((src, bytes))
     }
 
-    fn progress(&self) {
-        ffi::progress();
+    fn progress(&self) -> bool {
+        ffi::progress()
     }
 
     fn host(&self) -> String {
