@@ -91,6 +91,25 @@ pub struct Options {
     pub stall_notice: Option<Duration>,
 }
 
+#[cfg(test)]
+impl Options {
+    /// The unit tests' options: `requested` and `inter`, quiet, no place in
+    /// the caches, polls that turn progress and yield every 16 (ranks are
+    /// threads sharing cores), no stall notice.
+    pub fn for_tests(requested: Algorithm, inter: Option<InterAlgorithm>) -> Options {
+        Options {
+            requested,
+            inter,
+            verbose: 0,
+            policy: WaitPolicy { spins: 16, progress: true, idle: crate::settings::Idle::Yield },
+            topology: Topology::Flat,
+            own_place: Place::UNKNOWN,
+            crowd: None,
+            stall_notice: None,
+        }
+    }
+}
+
 /// Ranks of a communicator that may say that its first exchange waits
 /// long (`Comm::stall`).
 pub const STALL_SPEAKERS: c_int = 4;
@@ -534,7 +553,6 @@ impl<P: P2p> Comm<P> {
 mod tests {
     use super::*;
     use crate::p2p::mem;
-    use crate::settings::Idle;
 
     /// Only the first `STALL_SPEAKERS` ranks say that a first exchange
     /// waits long, and none when the notice is off.
@@ -542,17 +560,7 @@ mod tests {
     fn the_first_ranks_say_that_a_first_exchange_waits_long() {
         let eps = mem::network(&["a"; 6]);
         let comm = |r: usize, notice| {
-            let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options {
-                requested: Algorithm::Line,
-                inter: None,
-                verbose: 0,
-                policy,
-                topology: Topology::Flat,
-                own_place: Place::UNKNOWN,
-                crowd: None,
-                stall_notice: notice,
-            };
+            let opts = Options { stall_notice: notice, ..Options::for_tests(Algorithm::Line, None) };
             Comm::new(eps[r].clone(), r as c_int, 6, 3, false, opts)
         };
         let after = Some(Duration::from_secs(60));

@@ -168,10 +168,8 @@ impl<P: P2p, R: Copy + PartialEq> Queue<P, R> {
 mod tests {
     use super::*;
     use crate::comm::Options;
-    use crate::topology::{Place, Topology};
     use crate::p2p::mem;
-    use crate::settings::{Algorithm, Idle};
-    use crate::wait::WaitPolicy;
+    use crate::settings::Algorithm;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::Arc;
 
@@ -187,8 +185,7 @@ mod tests {
         let queued: Arc<Vec<AtomicUsize>> = Arc::new((0..OPS).map(|_| AtomicUsize::new(0)).collect());
         mem::run(mem::network(hosts), move |ep| {
             let r = ep.rank();
-            let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options { requested: algorithm, inter: None, verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None, stall_notice: None };
+            let opts = Options::for_tests(algorithm, None);
             let multi = hosts.iter().any(|h| *h != hosts[0]);
             let c = Comm::new(ep, r, n as c_int, 3, multi, opts);
             let mut q: Queue<mem::Mem, usize> = Queue::default();

@@ -236,6 +236,27 @@ fn wait_by<E>(
 mod tests {
     use super::*;
 
+    /// Waits with `p` until the condition has been polled `need` times
+    /// (it holds at the next poll); `work(k)`: whether the k-th progress
+    /// turn (from 1) did work. Returns (turns, naps).
+    fn counted_wait(p: WaitPolicy, need: u64, mut work: impl FnMut(u64) -> bool) -> (u64, u64) {
+        let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
+        wait_until(
+            p,
+            || {
+                polls += 1;
+                polls > need
+            },
+            || {
+                turns += 1;
+                work(turns)
+            },
+            || naps += 1,
+        );
+        assert_eq!(polls, need + 1, "the wait ends at the first poll that holds");
+        (turns, naps)
+    }
+
     #[test]
     fn policy_follows_facts_unless_set() {
         assert_eq!(WaitPolicy::for_node(4, 2, false, -1, None).idle, Idle::Sleep);
@@ -300,22 +321,7 @@ mod tests {
     fn a_long_wait_turns_progress_after_every_poll_and_never_sleeps() {
         for idle in [Idle::Spin, Idle::Yield] {
             let p = WaitPolicy { spins: 256, progress: true, idle };
-            let wait = |need: u64| {
-                let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
-                wait_until(
-                    p,
-                    || {
-                        polls += 1;
-                        polls > need
-                    },
-                    || {
-                        turns += 1;
-                        false
-                    },
-                    || naps += 1,
-                );
-                (turns, naps)
-            };
+            let wait = |need| counted_wait(p, need, |_| false);
             // A barrier whose peers run: a turn per 256 polls (and one
             // more poll after each turn).
             let short = LONG_WAIT_POLLS / 2;
@@ -335,21 +341,9 @@ mod tests {
     #[test]
     fn a_sleeper_stays_awake_while_progress_does_work() {
         let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep };
-        let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
         // Work done in the 10th turn only; released after 2 × LONG_WAIT_POLLS rounds.
         let need = 2 * (2 * LONG_WAIT_POLLS);
-        wait_until(
-            p,
-            || {
-                polls += 1;
-                polls > need
-            },
-            || {
-                turns += 1;
-                turns == 10
-            },
-            || naps += 1,
-        );
+        let (_, naps) = counted_wait(p, need, |turn| turn == 10);
         // Each round polls twice (before and after its turn). Rounds 4-9
         // sleep (after 3 of yield); the 10th turn's work keeps rounds 10 to
         // 10 + LONG_WAIT_POLLS - 1 awake; every round after sleeps, but the
@@ -360,38 +354,15 @@ mod tests {
 
     #[test]
     fn progress_turns_while_waiting() {
-        let mut polls = 0;
-        let mut turns = 0;
-        let mut naps = 0;
         let p = WaitPolicy { spins: 4, progress: true, idle: Idle::Sleep };
-        wait_until(
-            p,
-            || {
-                polls += 1;
-                polls > 10
-            },
-            || {
-                turns += 1;
-                false
-            },
-            || naps += 1,
-        );
-        assert_eq!(polls, 11);
+        // 11 polls: two rounds of 4 and a poll after each turn, then one.
+        let (turns, naps) = counted_wait(p, 10, |_| false);
         assert_eq!(turns, 2);
-        assert_eq!(naps, 2_u32.saturating_sub(YIELDS_BEFORE_SLEEP));
+        assert_eq!(naps, 2_u64.saturating_sub(u64::from(YIELDS_BEFORE_SLEEP)));
 
         // A longer wait: after its rounds of yield, a waiter sleeps each round.
-        let (mut polls, mut naps) = (0, 0);
-        let rounds = YIELDS_BEFORE_SLEEP + 2;
-        wait_until(
-            p,
-            || {
-                polls += 1;
-                polls > rounds * 5
-            },
-            || false,
-            || naps += 1,
-        );
-        assert_eq!(naps, rounds - YIELDS_BEFORE_SLEEP);
+        let rounds = u64::from(YIELDS_BEFORE_SLEEP) + 2;
+        let (_, naps) = counted_wait(p, rounds * 5, |_| false);
+        assert_eq!(naps, rounds - u64::from(YIELDS_BEFORE_SLEEP));
     }
 }

@@ -191,10 +191,7 @@ fn local_done<P: P2p>(st: &Comm<P>, l: &mut Local<P>) -> Result<bool, c_int> {
 mod tests {
     use super::*;
     use crate::comm::{Options, Route};
-    use crate::topology::{Place, Topology};
     use crate::p2p::mem;
-    use crate::settings::Idle;
-    use crate::wait::WaitPolicy;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::Arc;
 
@@ -206,17 +203,7 @@ mod tests {
         let entered = Arc::new(AtomicUsize::new(0));
         let nodes = mem::run(mem::network(hosts), move |ep| {
             let r = ep.rank();
-            let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options {
-                requested: algorithm,
-                inter: Some(inter),
-                verbose: 0,
-                policy,
-                topology: Topology::Flat,
-                own_place: Place::UNKNOWN,
-                crowd: None,
-                stall_notice: None,
-            };
+            let opts = Options::for_tests(algorithm, Some(inter));
             let c = Comm::new(ep, r, n as c_int, 9, true, opts);
             let mut op = HierOp::first(&c, Lookout::new(None, None)).unwrap();
             while !op.poll(&c).unwrap() {

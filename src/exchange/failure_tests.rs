@@ -15,12 +15,10 @@ use crate::barrier::hier::HierOp;
 use crate::barrier::inter::InterAlgorithm;
 use crate::barrier::{device, Op};
 use crate::comm::{Comm, Options};
-use crate::topology::{Place, Topology};
 use crate::exchange::lookout::Lookout;
 use crate::p2p::mem::{self, Mem};
 use crate::p2p::P2p;
-use crate::settings::{Algorithm, Idle};
-use crate::wait::WaitPolicy;
+use crate::settings::Algorithm;
 
 /// The tag of the first barrier call (`mem` has one foreign tag).
 const FOREIGN: c_int = -1000;
@@ -79,8 +77,7 @@ fn run(eps: Vec<Mem>, algorithm: Algorithm, inter: InterAlgorithm) -> Vec<Seen> 
     std::thread::spawn(move || {
         let seen = mem::run(eps, move |ep| {
             let r = ep.rank();
-            let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-            let opts = Options { requested: algorithm, inter: Some(inter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None, stall_notice: None };
+            let opts = Options::for_tests(algorithm, Some(inter));
             let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
             let mut seen = Seen { failed_at: None, ops_after: Vec::new() };
             for k in 1..=BARRIERS {
@@ -220,17 +217,7 @@ fn a_rank_of_another_barrier(hosts: &'static [&'static str]) {
                     ep.send_foreign(((t + 1) % n) as c_int);
                     return None;
                 }
-                let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-                let opts = Options {
-                    requested: Algorithm::Counter,
-                    inter: None,
-                    verbose: 0,
-                    policy,
-                    topology: Topology::Flat,
-                    own_place: Place::UNKNOWN,
-                    crowd: None,
-                    stall_notice: None,
-                };
+                let opts = Options::for_tests(Algorithm::Counter, None);
                 let multi = hosts.iter().any(|h| *h != hosts[0]);
                 let c = Comm::new(ep, r, n as c_int, 7, multi, opts);
                 Some(barrier(&c, 1).is_err())
@@ -278,8 +265,7 @@ impl Stalled {
 /// ranks that stopped), then drops it and the communicator state.
 fn drop_mid_exchange(ep: Mem, n: usize, multi: bool, algorithm: Algorithm, stop: u64) {
     let r = ep.rank();
-    let policy = WaitPolicy { spins: 16, progress: true, idle: Idle::Yield };
-    let opts = Options { requested: algorithm, inter: Some(InterAlgorithm::Counter), verbose: 0, policy, topology: Topology::Flat, own_place: Place::UNKNOWN, crowd: None, stall_notice: None };
+    let opts = Options::for_tests(algorithm, Some(InterAlgorithm::Counter));
     let c = Comm::new(ep.clone(), r, n as c_int, 7, multi, opts);
     let mut idle = Stalled::new(&ep);
     let mut done = false;
