@@ -352,10 +352,16 @@ enum Kind {
     Tree,
     /// g'. The same arrival, one machine-wide release line.
     TreeFlat,
+    /// h. hwbarr polled (`src/core/polled.rs`): each rank's wire on its own
+    /// line, polled by its L3 domain's leader (overlapped loads); the root
+    /// polls the domain leaders; one machine-wide release line.
+    Polled,
+    /// h'. The same with a socket level between the domains and the root.
+    Polled3,
 }
 
 impl Kind {
-    const ALL: [Kind; 11] = [
+    const ALL: [Kind; 13] = [
         Kind::Flat,
         Kind::Counter,
         Kind::Toggle,
@@ -367,6 +373,8 @@ impl Kind {
         Kind::Mpich(Poll::Overlapped),
         Kind::Tree,
         Kind::TreeFlat,
+        Kind::Polled,
+        Kind::Polled3,
     ];
     fn name(self) -> &'static str {
         match self {
@@ -381,10 +389,13 @@ impl Kind {
             Kind::Mpich(Poll::Overlapped) => "MPICH ovl",
             Kind::Tree => "tree",
             Kind::TreeFlat => "tree+flat rel",
+            Kind::Polled => "polled",
+            Kind::Polled3 => "polled 3-level",
         }
     }
+    /// The designs of this model's own (not today's hwbarr, not a peer).
     fn is_tree(self) -> bool {
-        matches!(self, Kind::Tree | Kind::TreeFlat)
+        matches!(self, Kind::Tree | Kind::TreeFlat | Kind::Polled | Kind::Polled3)
     }
 }
 
@@ -452,6 +463,11 @@ impl Shape {
                 let a = gather(ctx, &groups, arrive, mode);
                 release_flat(ctx, &a)
             }
+            Kind::Polled | Kind::Polled3 => {
+                let groups = domain_groups(ctx, self.kind == Kind::Polled3);
+                let a = gather(ctx, &groups, arrive, Poll::Overlapped);
+                release_flat(ctx, &a)
+            }
             Kind::Mpich(mode) => {
                 let groups = kary_groups(n, MPICH_K);
                 let a = gather(ctx, &groups, arrive, mode);
@@ -504,6 +520,42 @@ fn socket_groups(ctx: &Ctx) -> Vec<(usize, Vec<usize>)> {
     groups
 }
 
+/// hwbarr's polled shape: one group per L3 domain led by its lowest rank;
+/// with `sockets`, the domain leaders of each socket led by the socket's
+/// lowest rank; then the top leaders led by rank 0.
+fn domain_groups(ctx: &Ctx, sockets: bool) -> Vec<(usize, Vec<usize>)> {
+    let by = |key: &dyn Fn(usize) -> usize, ranks: &[usize]| {
+        let mut m: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for &r in ranks {
+            m.entry(key(r)).or_default().push(r);
+        }
+        m.into_values().collect::<Vec<_>>()
+    };
+    let all: Vec<usize> = (0..ctx.n()).collect();
+    let mut groups = Vec::new();
+    let mut climbers = Vec::new();
+    for d in by(&|r| ctx.m.domain(ctx.cores[r]), &all) {
+        climbers.push(d[0]);
+        if d.len() > 1 {
+            groups.push((d[0], d[1..].to_vec()));
+        }
+    }
+    if sockets {
+        let mut next = Vec::new();
+        for s in by(&|r| ctx.m.socket(ctx.cores[r]), &climbers) {
+            next.push(s[0]);
+            if s.len() > 1 {
+                groups.push((s[0], s[1..].to_vec()));
+            }
+        }
+        climbers = next;
+    }
+    if climbers.len() > 1 {
+        groups.push((climbers[0], climbers[1..].to_vec()));
+    }
+    groups
+}
+
 /// MPICH's k-ary tree: the children of i are k·i+1 … k·i+k; deepest first.
 fn kary_groups(n: usize, k: usize) -> Vec<(usize, Vec<usize>)> {
     (0..n)
@@ -539,7 +591,8 @@ fn late_by(ctx: &Ctx, kind: Kind, late: usize) -> f64 {
 /// Worst over the late rank (all leaders, MPICH's inner nodes, every 5th rank, the last).
 fn late(ctx: &Ctx, kind: Kind) -> f64 {
     let n = ctx.n();
-    let leaders: Vec<usize> = socket_groups(ctx).iter().map(|g| g.0).collect();
+    let mut leaders: Vec<usize> = socket_groups(ctx).iter().map(|g| g.0).collect();
+    leaders.extend(domain_groups(ctx, true).iter().map(|g| g.0));
     (0..n)
         .filter(|&r| r < 3 || r % 5 == 0 || r == n - 1 || leaders.contains(&r))
         .map(|r| late_by(ctx, kind, r))
@@ -595,21 +648,25 @@ fn ratio(row: &[(Kind, f64)], kind: Kind) -> f64 {
 fn table(m: Machine, p: Placement, c: Costs, case_name: &str, case: fn(&Ctx, Kind) -> f64) {
     println!("\n{} — {p:?} placement — {case_name} (ns, last arrival → last exit)\n", m.name);
     let head: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-    println!("| ranks | {} | best other | tree / best | tree+flat / best | tree / best peer |", head.join(" | "));
-    println!("|---{}|---|---|---|---|", "|---".repeat(head.len()));
+    println!(
+        "| ranks | {} | best other | tree / best | tree+flat / best | polled / best | polled / best peer |",
+        head.join(" | ")
+    );
+    println!("|---{}|---|---|---|---|---|", "|---".repeat(head.len()));
     for n in RANKS.into_iter().filter(|&n| n <= m.total()) {
         let ctx = Ctx::new(m, p, n, c);
         let row = row_of(&ctx, case);
         let cells: Vec<String> = row.iter().map(|r| fmt_ns(r.1)).collect();
         let (bk, _) = best_other(&row);
-        let tree = row.iter().find(|r| r.0 == Kind::Tree).expect("tree").1;
+        let polled = row.iter().find(|r| r.0 == Kind::Polled).expect("polled").1;
         println!(
-            "| {n} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            "| {n} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
             cells.join(" | "),
             bk.name(),
             ratio(&row, Kind::Tree),
             ratio(&row, Kind::TreeFlat),
-            tree / best_peer(&row)
+            ratio(&row, Kind::Polled),
+            polled / best_peer(&row)
         );
     }
 }
@@ -655,7 +712,9 @@ fn main() {
         }
     }
 
-    println!("\nSensitivity: tree / best other (tree+flat / best other), base vs delta {delta_alt} ns vs ties in rank order\n");
+    println!(
+        "\nSensitivity: tree / best other (tree+flat / best other) [polled / best other], base vs delta {delta_alt} ns vs ties in rank order\n"
+    );
     println!("| machine | placement | ranks | case | base | delta {delta_alt} | rank-order ties |");
     println!("|---|---|---|---|---|---|---|");
     let alts = [base, Costs { delta: delta_alt, ..base }, Costs { ties: Ties::RankOrder, ..base }];
@@ -667,7 +726,12 @@ fn main() {
                         .iter()
                         .map(|&c| {
                             let row = row_of(&Ctx::new(m, p, n, c), case);
-                            format!("{:.2} ({:.2})", ratio(&row, Kind::Tree), ratio(&row, Kind::TreeFlat))
+                            format!(
+                                "{:.2} ({:.2}) [{:.2}]",
+                                ratio(&row, Kind::Tree),
+                                ratio(&row, Kind::TreeFlat),
+                                ratio(&row, Kind::Polled)
+                            )
                         })
                         .collect();
                     println!(
@@ -762,6 +826,20 @@ mod tests {
         // + 0 (machine), then rank 15 sees the socket release: + 107 and
         // stores its CCX's (+ 23): 260.
         assert_eq!(late_by(&ctx, Kind::Tree, 3), 260.0);
+    }
+
+    /// Polled, 16 ranks in 2 CCXs: leaders 0 and 8 read their 7 members
+    /// (23 + 6 · 2 = 35); rank 0 then reads rank 8's line (+ 107 = 142) and
+    /// stores the release, seen across the socket by 2 domains: + 107 + 5.
+    /// Rank 8 late: it reads its members' lines (35), then the same path:
+    /// 254; its member 9 late: rank 8 sees it after 23 + 6 · 2, the same.
+    #[test]
+    fn polled_sixteen_ranks_in_two_ccx() {
+        let ctx = Ctx::new(milan(), Placement::Compact, 16, EXACT);
+        assert_eq!(domain_groups(&ctx, false), vec![(0, (1..8).collect()), (8, (9..16).collect()), (0, vec![8])]);
+        assert_eq!(simultaneous(&ctx, Kind::Polled), 254.0);
+        assert_eq!(late_by(&ctx, Kind::Polled, 8), 254.0);
+        assert_eq!(late_by(&ctx, Kind::Polled, 9), 254.0);
     }
 
     /// Polling bounds: a leader reading two lines of its CCX written

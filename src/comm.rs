@@ -31,6 +31,8 @@ pub enum Core {
     Counter,
     /// The toggle wires on one line, read by every rank.
     Line,
+    /// The toggle wires on a line each, read by domain leaders.
+    Polled,
 }
 
 impl Core {
@@ -40,7 +42,18 @@ impl Core {
             Algorithm::Toggle => Some(Core::Toggle),
             Algorithm::Counter => Some(Core::Counter),
             Algorithm::Line => Some(Core::Line),
+            Algorithm::Polled => Some(Core::Polled),
             Algorithm::Linear | Algorithm::Auto => None,
+        }
+    }
+
+    /// The device's tree for this core, for verbose output ("" for the
+    /// flat cores).
+    pub fn describe(self, seg: &Segment) -> String {
+        match self {
+            Core::Toggle => format!(", toggle banks per level {}", seg.shape().describe()),
+            Core::Polled => format!(", polled groups per level {}", seg.tree().describe()),
+            Core::Counter | Core::Line => String::new(),
         }
     }
 
@@ -49,6 +62,7 @@ impl Core {
             Core::Toggle => Algorithm::Toggle,
             Core::Counter => Algorithm::Counter,
             Core::Line => Algorithm::Line,
+            Core::Polled => Algorithm::Polled,
         }
     }
 }
@@ -94,15 +108,21 @@ pub struct Options {
 #[cfg(test)]
 impl Options {
     /// The unit tests' options: `requested` and `inter`, quiet, no place in
-    /// the caches, polls that turn progress and yield every 16 (ranks are
-    /// threads sharing cores), no stall notice.
+    /// the caches (polled: L3 domains of 2 ranks, so that its tree has
+    /// leaders between the root and the leaves), polls that turn progress
+    /// and yield every 16 (ranks are threads sharing cores), no stall
+    /// notice.
     pub fn for_tests(requested: Algorithm, inter: Option<InterAlgorithm>) -> Options {
+        let topology = match requested {
+            Algorithm::Polled => Topology::Synthetic { packages: 1, l3_per_package: 2, cores_per_l3: 2 },
+            _ => Topology::Flat,
+        };
         Options {
             requested,
             inter,
             verbose: 0,
             policy: WaitPolicy { spins: 16, progress: true, idle: crate::settings::Idle::Yield },
-            topology: Topology::Flat,
+            topology,
             own_place: Place::UNKNOWN,
             crowd: None,
             stall_notice: None,
@@ -391,10 +411,7 @@ impl<P: P2p> Comm<P> {
                         }
                         _ => format!("{alg} ({})", self.waiting()),
                     };
-                    let tree = match core {
-                        Core::Toggle => format!(", toggle banks per level {}", seg.shape().describe()),
-                        Core::Counter | Core::Line => String::new(),
-                    };
+                    let tree = core.describe(&seg);
                     report::verbose(1, &format!(
                         "communicator '{name}' (cid {}, {} ranks, one node): barriers served by {alg} \
                          on shared memory ({} bytes{tree})",
@@ -481,7 +498,7 @@ impl<P: P2p> Comm<P> {
             None => "alone on its node".to_string(),
             Some(Ok(seg)) => {
                 let tree = match self.route() {
-                    Some(Route::Hier(Core::Toggle)) => format!(", toggle banks per level {}", seg.shape().describe()),
+                    Some(Route::Hier(core)) => core.describe(&seg),
                     _ => String::new(),
                 };
                 let _ = self.seg.set(seg);

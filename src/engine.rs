@@ -229,6 +229,10 @@ mod tests {
             let requests: Vec<usize> = (0..OPS).filter(|k| k % 3 != 2).collect();
             assert_eq!(done, requests, "rank {r}: requests complete in order");
             assert!(q.is_empty() && c.route().is_some());
+            if let Some(core) = crate::comm::Core::of(algorithm) {
+                let routes = [crate::comm::Route::Device(core), crate::comm::Route::Hier(core)];
+                assert!(routes.contains(&c.route().unwrap()), "rank {r}: {:?}", c.route());
+            }
         });
     }
 
@@ -237,6 +241,7 @@ mod tests {
         queue_on(&["a", "a", "a"], Algorithm::Counter);
         queue_on(&["a", "a", "a"], Algorithm::Toggle);
         queue_on(&["a", "a", "a"], Algorithm::Linear);
+        queue_on(&["a", "a", "a", "a", "a"], Algorithm::Polled);
         queue_on(&["a", "b", "a", "b"], Algorithm::Counter);
     }
 }

@@ -80,6 +80,9 @@ pub enum Algorithm {
     /// The toggle-wire barrier with every wire on one cache line and the
     /// FSM in every rank (`core::line`).
     Line,
+    /// The toggle-wire barrier with a line per wire and the FSM in one
+    /// leader per L3 domain (`core::polled`).
+    Polled,
 }
 
 /// Largest node `auto` gives the line barrier (`core::line`): all its
@@ -116,6 +119,11 @@ impl Setting for Algorithm {
             name: c"line",
             help: "toggle wires on one shared cache line that every rank reads (no central FSM)",
             value: Algorithm::Line,
+        },
+        Choice {
+            name: c"polled",
+            help: "toggle wires on a cache line each, read by one leader per L3 domain, the leaders by rank 0",
+            value: Algorithm::Polled,
         },
     ];
 }
@@ -220,7 +228,7 @@ mod tests {
         roundtrip::<Option<Idle>>();
         roundtrip::<Option<InterAlgorithm>>();
         assert_eq!(Algorithm::parse(" Counter "), Ok(Algorithm::Counter));
-        assert_eq!(Algorithm::valid(), "auto, toggle, counter, linear, line");
+        assert_eq!(Algorithm::valid(), "auto, toggle, counter, linear, line, polled");
         assert_eq!(Algorithm::Toggle.to_string(), "toggle");
     }
 }

@@ -15,6 +15,7 @@
 
 use std::path::Path;
 
+use crate::core::polled::Tree;
 use crate::core::toggle::Shape;
 
 /// A rank's place: its package and L3 domain (machine-wide ids), each None
@@ -108,8 +109,18 @@ impl Topology {
 /// grouped by L3 domain, domains by package, packages at the root; ranks
 /// without a place are grouped by 64.
 pub fn shape(places: &[Place]) -> Shape {
-    let paths: Vec<[Option<u32>; 2]> = places.iter().map(|p| [p.package, p.l3]).collect();
-    Shape::grouped(&paths)
+    Shape::grouped(&paths(places))
+}
+
+/// The polled barrier's tree for ranks at `places`: each L3 domain read by
+/// its lowest rank, the domains' leaders by rank 0 (by package first if
+/// they are many); ranks without a place in groups of `MAX_FAN_IN`.
+pub fn tree(places: &[Place]) -> Tree {
+    Tree::grouped(&paths(places))
+}
+
+fn paths(places: &[Place]) -> Vec<[Option<u32>; 2]> {
+    places.iter().map(|p| [p.package, p.l3]).collect()
 }
 
 /// This process's place, from the CPUs it may run on (`status`: the text

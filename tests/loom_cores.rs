@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering as StdOrdering};
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
-use mca_coll_hwbarr::core::{counter, line, toggle};
+use mca_coll_hwbarr::core::{counter, line, polled, toggle};
 use mca_coll_hwbarr::sync::{relax, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
 
 /// Per-rank count of barriers entered, checked by every leaving rank.
@@ -159,4 +159,50 @@ fn line_2_ranks_3_barriers() {
 #[test]
 fn line_with_a_scan_one_wire_short_is_caught() {
     assert!(line_model(2, 2, |w, c| line::is_released(&w[..w.len() - 1], c)));
+}
+
+fn polled_model(tree: polled::Tree, rounds: usize, leave_when_ready: bool) -> bool {
+    let n = tree.ranks();
+    model(move |violated| {
+        let tree = tree.clone();
+        let own: Arc<Vec<Line<AtomicU32>>> = Arc::new((0..n).map(|_| Line(AtomicU32::new(0))).collect());
+        let input = Arc::new(AtomicU32::new(0));
+        let entered = Arc::new(Entered::new(n, violated));
+        run_ranks(n, rounds, move |r, k| {
+            let w = polled::Wires { own: &own, input: &input };
+            entered.enter(r);
+            let (t, mut p) = polled::arrive(&tree, &w, r);
+            let done = |p| match p {
+                polled::Progress::Released | polled::Progress::Fired => true,
+                polled::Progress::Waiting => leave_when_ready,
+                polled::Progress::Reading => false,
+            };
+            while !done(p) {
+                relax();
+                p = polled::poll(&tree, &w, r, t);
+            }
+            entered.check_all_entered(k);
+        });
+    })
+}
+
+#[test]
+fn polled_2_ranks_3_barriers() {
+    assert!(!polled_model(polled::Tree::new(2), 3, false), "a rank left a barrier early");
+}
+
+/// Rank 1 leads rank 2 (one L3 domain), rank 0 reads rank 1 (another):
+/// readiness climbs through a leader before the root fires.
+#[test]
+fn polled_3_ranks_in_2_domains_2_barriers() {
+    let tree = polled::Tree::grouped(&[[Some(0), Some(0)], [Some(0), Some(1)], [Some(0), Some(1)]]);
+    assert_eq!((tree.children(0), tree.children(1)), (&[1u32][..], &[2u32][..]));
+    assert!(!polled_model(tree, 2, false), "a rank left a barrier early");
+}
+
+/// A rank that leaves once its wire is raised, not waiting for the input,
+/// leaves early; loom must find that execution.
+#[test]
+fn polled_leaving_when_ready_is_caught() {
+    assert!(polled_model(polled::Tree::new(2), 1, true));
 }

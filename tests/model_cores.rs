@@ -19,7 +19,7 @@
 
 use std::collections::HashSet;
 
-use mca_coll_hwbarr::core::{counter, line, toggle};
+use mca_coll_hwbarr::core::{counter, line, polled, toggle};
 use mca_coll_hwbarr::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line, Ordering::SeqCst};
 
 /// Where a rank is in its program.
@@ -33,6 +33,9 @@ enum Pc {
     ToggleBegin,
     Toggle(toggle::Arrival),
     LineArrive,
+    PolledArrive,
+    /// A polled rank looking at the wires for this target.
+    PolledWait(toggle::Target),
     /// Waiting for release (toggle: for this target).
     Wait(Option<toggle::Target>),
     /// Waiting for every line wire to reach this count.
@@ -56,6 +59,10 @@ enum Algo {
     Line,
     /// The line with a wire one barrier behind taken as arrived.
     BrokenLine,
+    Polled,
+    /// The polled barrier with ranks that leave once ready, not waiting
+    /// for the input: must be caught.
+    BrokenPolled,
 }
 
 struct Machine {
@@ -67,6 +74,8 @@ struct Machine {
     banks: Vec<Line<AtomicU64>>,
     input: AtomicU32,
     line: Vec<AtomicU8>,
+    tree: polled::Tree,
+    own: Vec<Line<AtomicU32>>,
 }
 
 impl Machine {
@@ -80,6 +89,8 @@ impl Machine {
             banks: (0..shape.banks()).map(|_| Line(AtomicU64::new(0))).collect(),
             input: AtomicU32::new(0),
             line: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            tree: polled::Tree::with_width(n, width.min(n.max(2))),
+            own: (0..n).map(|_| Line(AtomicU32::new(0))).collect(),
             shape,
         }
     }
@@ -89,13 +100,16 @@ impl Machine {
         v.extend(self.banks.iter().map(|b| b.load(SeqCst) as i64));
         v.push(self.input.load(SeqCst) as i64);
         v.extend(self.line.iter().map(|w| w.load(SeqCst) as i64));
+        v.extend(self.own.iter().map(|w| w.load(SeqCst) as i64));
         v
     }
 
     fn load(&self, mem: &[i64]) {
         let (c, rest) = mem.split_at(self.n);
         let (b, rest) = rest.split_at(self.banks.len());
-        let (i, l) = rest.split_at(1);
+        let (i, rest) = rest.split_at(1);
+        let (l, o) = rest.split_at(self.n);
+        self.own.iter().zip(o).for_each(|(a, &v)| a.store(v as u32, SeqCst));
         self.cells.iter().zip(c).for_each(|(a, &v)| a.store(v as i32, SeqCst));
         self.banks.iter().zip(b).for_each(|(a, &v)| a.store(v as u64, SeqCst));
         self.input.store(i[0] as u32, SeqCst);
@@ -106,8 +120,21 @@ impl Machine {
         toggle::Wires { banks: &self.banks, input: &self.input }
     }
 
+    fn polled_wires(&self) -> polled::Wires<'_> {
+        polled::Wires { own: &self.own, input: &self.input }
+    }
+
     fn released(&self, r: usize, pc: Pc) -> bool {
         match (self.algo, pc) {
+            (Algo::Polled, Pc::PolledWait(t)) => {
+                matches!(
+                    polled::poll(&self.tree, &self.polled_wires(), r, t),
+                    polled::Progress::Released | polled::Progress::Fired
+                )
+            }
+            (Algo::BrokenPolled, Pc::PolledWait(t)) => {
+                polled::poll(&self.tree, &self.polled_wires(), r, t) != polled::Progress::Reading
+            }
             (Algo::Toggle, Pc::Wait(Some(t))) => toggle::is_released(&self.wires(), t),
             (Algo::Counter, _) => counter::is_released(&self.cells, r),
             (Algo::BrokenCounter, _) => self.cells[r].load(SeqCst) <= 1,
@@ -131,6 +158,7 @@ impl Machine {
                 match self.algo {
                     Algo::Toggle => Pc::ToggleBegin,
                     Algo::Line | Algo::BrokenLine => Pc::LineArrive,
+                    Algo::Polled | Algo::BrokenPolled => Pc::PolledArrive,
                     Algo::Counter | Algo::BrokenCounter => Pc::Charge,
                 }
             }
@@ -156,9 +184,17 @@ impl Machine {
                 None => Pc::Toggle(a),
             },
             Pc::LineArrive => Pc::LineWait(line::arrive(&self.line, r)),
-            Pc::Wait(_) | Pc::LineWait(_) => {
+            Pc::PolledArrive => Pc::PolledWait(polled::arrive(&self.tree, &self.polled_wires(), r).0),
+            Pc::Wait(_) | Pc::LineWait(_) | Pc::PolledWait(_) => {
                 if !self.released(r, pc) {
-                    return Ok(None);
+                    // A poll may have moved the wires (a leader got ready):
+                    // a step that changed memory is a move.
+                    let mem = self.save();
+                    if mem == st.mem {
+                        return Ok(None);
+                    }
+                    next.mem = mem;
+                    return Ok(Some(next));
                 }
                 if let Some(q) = (0..self.n).find(|&q| st.entered[q] < k) {
                     return Err(format!("rank {r} left barrier {k} before rank {q} entered it"));
@@ -247,12 +283,26 @@ fn line_is_safe_and_live() {
     }
 }
 
+/// Groups of 2: 3 ranks make rank 0 read ranks 1 and 2 across two levels,
+/// 4 and 5 ranks put leaders between the root and the leaves.
+#[test]
+fn polled_is_safe_and_live() {
+    for (n, rounds, width) in [(2, 4, 32), (3, 3, 32), (3, 3, 2), (4, 3, 2), (5, 2, 2)] {
+        let states = Machine::new(n, rounds, Algo::Polled, width).check().unwrap_or_else(|e| panic!("n={n}: {e}"));
+        eprintln!("polled n={n} rounds={rounds} width={width}: {states} states");
+        assert!(states > 10);
+    }
+}
+
 /// The search can fail: an exit rule one packet short is caught, and so
-/// is a line that takes a wire one barrier behind as arrived.
+/// is a line that takes a wire one barrier behind as arrived, and a polled
+/// rank that leaves once it is ready.
 #[test]
 fn broken_exit_rule_is_caught() {
     let e = check(3, 2, Algo::BrokenCounter).unwrap_err();
     assert!(e.contains("before rank"), "{e}");
     let e = check(3, 2, Algo::BrokenLine).unwrap_err();
+    assert!(e.contains("before rank"), "{e}");
+    let e = Machine::new(3, 2, Algo::BrokenPolled, 2).check().unwrap_err();
     assert!(e.contains("before rank"), "{e}");
 }

@@ -19,7 +19,7 @@ fn ompi_info_lists_component_and_parameters() {
     assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
     // Choice parameters are MCA enums: ompi_info lists their values.
     for names in [
-        &["auto", "toggle", "counter", "linear", "line"][..],
+        &["auto", "toggle", "counter", "linear", "line", "polled"][..],
         &["auto", "spin", "yield", "sleep"],
         &["auto", "counter", "dissemination"],
     ] {
@@ -36,7 +36,7 @@ fn ompi_info_lists_component_and_parameters() {
 #[test]
 fn semantics_every_algorithm_every_size() {
     for np in [1, 2, 3, 4, 8] {
-        for alg in ["toggle", "counter", "linear", "line", "auto"] {
+        for alg in ["toggle", "counter", "linear", "line", "polled", "auto"] {
             let iters = if np == 8 { 600 } else { 1500 };
             let job = semantics(np, alg, iters, &[]);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
@@ -66,23 +66,29 @@ fn semantics_every_algorithm_every_size() {
 /// Many-core machines this one is not: on a synthetic machine given to
 /// hwbarr (`coll_hwbarr_topology`, node-local rank i on core i), 16 and 32
 /// ranks (oversubscribed) keep barrier semantics on every communicator,
-/// and MPI_COMM_WORLD's toggle tree has one bank per L3 domain and one per
-/// package (its verbose line), where `flat` has one bank for all. A value
-/// that is not a machine is named with the valid ones, and the job runs on
-/// without hwbarr.
+/// and MPI_COMM_WORLD's trees follow the machine (their verbose line): the
+/// toggle barrier has one bank per L3 domain and one per package, the
+/// polled barrier one group per L3 domain read by rank 0, and `flat` has
+/// one bank or group for all. A value that is not a machine is named with
+/// the valid ones, and the job runs on without hwbarr.
 #[test]
-fn toggle_tree_follows_a_synthetic_machine() {
-    for (np, machine, banks) in
-        [(16, "package:2 l3:4 core:2", "8/2/1"), (32, "package:2 l3:2 core:4", "4/2/1"), (32, "flat", "1")]
-    {
+fn trees_follow_a_synthetic_machine() {
+    for (alg, np, machine, tree) in [
+        ("toggle", 16, "package:2 l3:4 core:2", "toggle banks per level 8/2/1"),
+        ("toggle", 32, "package:2 l3:2 core:4", "toggle banks per level 4/2/1"),
+        ("toggle", 32, "flat", "toggle banks per level 1"),
+        ("polled", 16, "package:2 l3:4 core:2", "polled groups per level 8/1"),
+        ("polled", 32, "package:2 l3:2 core:4", "polled groups per level 4/1"),
+        ("polled", 32, "flat", "polled groups per level 1"),
+    ] {
         let env = [("OMPI_MCA_coll_hwbarr_topology", machine)];
-        let job = semantics(np, "toggle", 60, &env);
-        assert!(job.ok(), "np={np} {machine}\n{}", job.dump());
+        let job = semantics(np, alg, 60, &env);
+        assert!(job.ok(), "{alg} np={np} {machine}\n{}", job.dump());
         assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
-        let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): barriers served by toggle");
+        let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): barriers served by {alg}");
         let line = job.stderr().lines().find(|l| l.contains(&want)).map(str::to_string);
-        let line = line.unwrap_or_else(|| panic!("np={np} {machine}: no '{want}'\n{}", job.dump()));
-        assert!(line.contains(&format!("toggle banks per level {banks})")), "np={np} {machine}: {line}");
+        let line = line.unwrap_or_else(|| panic!("{alg} np={np} {machine}: no '{want}'\n{}", job.dump()));
+        assert!(line.contains(&format!("{tree})")), "{alg} np={np} {machine}: {line}");
     }
     let job = semantics(2, "toggle", 20, &[("OMPI_MCA_coll_hwbarr_topology", "package:2 numa:3")]);
     assert!(job.ok(), "{}", job.dump());
@@ -134,7 +140,7 @@ fn semantics_check_catches_a_missing_barrier() {
 #[test]
 fn waiting_turns_mpi_progress() {
     for np in [2, 3] {
-        for alg in ["toggle", "counter", "linear", "line"] {
+        for alg in ["toggle", "counter", "linear", "line", "polled"] {
             let job = mpirun(np, &[("coll_hwbarr_algorithm", alg), ("btl", "self,tcp")], &[], &["progress", "6"], 90);
             assert!(job.ok(), "np={np} alg={alg}: deadlock or failure\n{}", job.dump());
             assert_eq!(job.stdout().matches("progress OK").count(), np);
@@ -190,7 +196,7 @@ fn progress_test_catches_a_barrier_without_progress() {
 #[test]
 fn invalid_values_are_refused_and_the_job_runs_on() {
     for (param, names) in [
-        ("algorithm", &["auto", "toggle", "counter", "linear", "line"][..]),
+        ("algorithm", &["auto", "toggle", "counter", "linear", "line", "polled"][..]),
         ("idle", &["auto", "spin", "yield", "sleep"]),
         ("inter", &["auto", "counter", "dissemination"]),
     ] {
@@ -303,7 +309,7 @@ fn intercommunicators_are_declined() {
 #[test]
 fn ibarrier_semantics() {
     for np in [2, 3, 4, 8] {
-        for alg in ["toggle", "counter", "line"] {
+        for alg in ["toggle", "counter", "line", "polled"] {
             let iters = if np == 8 { 100 } else { 300 };
             let job = board_job(np, alg, "nonblocking", iters);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
@@ -323,7 +329,7 @@ fn ibarrier_semantics() {
 #[test]
 fn persistent_barrier_semantics() {
     for np in [2, 3, 4, 8] {
-        for alg in ["toggle", "counter", "line"] {
+        for alg in ["toggle", "counter", "line", "polled"] {
             let iters = if np == 8 { 500 } else { 2000 };
             let job = board_job(np, alg, "persistent", iters);
             assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
@@ -339,7 +345,7 @@ fn persistent_barrier_semantics() {
 /// left behind.
 #[test]
 fn nonblocking_barriers_leak_nothing() {
-    for alg in ["toggle", "counter", "line"] {
+    for alg in ["toggle", "counter", "line", "polled"] {
         let job =
             mpirun(3, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &[], &["leak", "100000"], 120);
         assert!(job.ok(), "{}", job.dump());

@@ -1,13 +1,13 @@
 //! The route of a one-node communicator: its ranks meet on the node's
 //! shared-memory device (`shm::segment`), with one of its cores (`core`):
-//! the toggle-wire barrier, the DMA-counter barrier, or the toggle wires on
-//! one line. A node's local phases across nodes (`hier`) use the same entry
+//! the toggle-wire barrier, the DMA-counter barrier, the toggle wires on
+//! one line, or on a line each read by domain leaders. A node's local phases across nodes (`hier`) use the same entry
 //! and release.
 
 use std::ffi::c_int;
 
 use crate::comm::{Comm, Core};
-use crate::core::{counter, line, toggle};
+use crate::core::{counter, line, polled, toggle};
 use crate::exchange::device::DeviceExchange;
 use crate::exchange::lookout::Lookout;
 use crate::express::Packed;
@@ -26,6 +26,7 @@ pub enum Ticket {
     Toggle(toggle::Target),
     Counter,
     Line(line::Count),
+    Polled(toggle::Target),
 }
 
 /// A ticket in the express lane's word (`express`): the kind in bits 32-33,
@@ -36,13 +37,15 @@ impl Packed for Ticket {
             Ticket::Line(c) => u64::from(c.0),
             Ticket::Counter => 1 << 32,
             Ticket::Toggle(t) => (2 << 32) | u64::from(t.0),
+            Ticket::Polled(t) => (3 << 32) | u64::from(t.0),
         }
     }
     fn unpack(bits: u64) -> Ticket {
         match bits >> 32 {
             0 => Ticket::Line(line::Count(bits as u8)),
             1 => Ticket::Counter,
-            _ => Ticket::Toggle(toggle::Target(bits as u32)),
+            2 => Ticket::Toggle(toggle::Target(bits as u32)),
+            _ => Ticket::Polled(toggle::Target(bits as u32)),
         }
     }
 }
@@ -82,6 +85,13 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
             Ticket::Toggle(target)
         }
         Core::Line => Ticket::Line(line::arrive(seg.line_wires(), me)),
+        Core::Polled => {
+            let (target, p) = polled::arrive(seg.tree(), &seg.polled_wires(), me);
+            if p == polled::Progress::Fired {
+                sleep::toggle_wake(&FUTEX, &seg.wires(), seg.sleepers());
+            }
+            Ticket::Polled(target)
+        }
     }
 }
 
@@ -93,6 +103,17 @@ pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     let done = match t {
         Ticket::Counter => counter::is_released(seg.counters(), c.layout().expect("layout").me),
         Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
+        Ticket::Polled(target) => {
+            let me = c.layout().expect("layout").me;
+            match polled::poll(seg.tree(), &seg.polled_wires(), me, target) {
+                polled::Progress::Released => true,
+                polled::Progress::Fired => {
+                    sleep::toggle_wake(&FUTEX, &seg.wires(), seg.sleepers());
+                    true
+                }
+                polled::Progress::Waiting | polled::Progress::Reading => false,
+            }
+        }
         Ticket::Line(count) => {
             let wires = seg.line_wires();
             let done = line::is_released(wires, count);
@@ -120,6 +141,15 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
         Ticket::Counter => sleep::counter_sleep(&FUTEX, &seg.counters()[me], &seg.asleep()[me]),
         Ticket::Toggle(target) => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
         Ticket::Line(count) => sleep::line_sleep(&FUTEX, seg.line_wires(), me, count, seg.doorbell()),
+        // A rank that is ready waits for the input only and may sleep on
+        // it; a leader still reading its ranks' wires must keep reading
+        // (nobody would wake it), so it yields instead.
+        Ticket::Polled(target) => match polled::poll(seg.tree(), &seg.polled_wires(), me, target) {
+            polled::Progress::Reading => std::thread::yield_now(),
+            polled::Progress::Waiting => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
+            polled::Progress::Fired => sleep::toggle_wake(&FUTEX, &seg.wires(), seg.sleepers()),
+            polled::Progress::Released => {}
+        },
     };
     let done = || released(c, t);
     match c.crowd() {
@@ -140,6 +170,8 @@ mod tests {
             Ticket::Counter,
             Ticket::Toggle(toggle::Target(0)),
             Ticket::Toggle(toggle::Target(u32::MAX)),
+            Ticket::Polled(toggle::Target(0)),
+            Ticket::Polled(toggle::Target(1)),
         ] {
             assert!(t.pack() < 1 << crate::express::PAYLOAD_BITS, "{t:?}");
             assert_eq!(Ticket::unpack(t.pack()), t);

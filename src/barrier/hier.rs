@@ -234,6 +234,7 @@ mod tests {
     fn two_nodes_of_two_ranks() {
         run(&["a", "a", "b", "b"], Algorithm::Counter, InterAlgorithm::Counter);
         run(&["a", "b", "a", "b"], Algorithm::Toggle, InterAlgorithm::Dissemination);
+        run(&["a", "b", "a", "b", "a", "a", "b"], Algorithm::Polled, InterAlgorithm::Counter);
     }
 
     #[test]

@@ -6,4 +6,5 @@
 
 pub mod counter;
 pub mod line;
+pub mod polled;
 pub mod toggle;

@@ -341,7 +341,7 @@ impl<P: P2p> DeviceExchange<P> {
                             // answers: every rank reads the same table.
                             let places: Vec<Place> =
                                 seg.places().iter().map(|w| Place::from_word(w.load(Acquire))).collect();
-                            seg.seal(topology::shape(&places));
+                            seg.seal(topology::shape(&places), topology::tree(&places));
                             (Some(seg), None)
                         }
                         (_, VERDICT_LINEAR) => (None, None),

@@ -142,6 +142,7 @@ fn every_fault_in_turn(
 fn one_node_device() {
     every_operation_fails_in_turn(&["a", "a", "a"], Algorithm::Counter, InterAlgorithm::Counter);
     every_operation_fails_in_turn(&["a", "a"], Algorithm::Toggle, InterAlgorithm::Counter);
+    every_operation_fails_in_turn(&["a", "a", "a"], Algorithm::Polled, InterAlgorithm::Counter);
 }
 
 #[test]
@@ -179,6 +180,7 @@ fn a_panic_anywhere_fails_the_barrier_everywhere() {
     every_operation_panics_in_turn(&["a", "a", "a"], Algorithm::Linear, InterAlgorithm::Counter);
     every_operation_panics_in_turn(&["a", "a", "b", "b"], Algorithm::Line, InterAlgorithm::Counter);
     every_operation_panics_in_turn(&["a", "b", "c"], Algorithm::Toggle, InterAlgorithm::Dissemination);
+    every_operation_panics_in_turn(&["a", "a", "a", "b"], Algorithm::Polled, InterAlgorithm::Counter);
 }
 
 /// A panic while sending a failure notice (a second bug, on a rank already

@@ -1,6 +1,6 @@
 //! The node-local barrier device: one shared-memory segment per
-//! communicator holding the toggle wires, the DMA counters and the line
-//! barrier's wires.
+//! communicator holding the toggle wires, the DMA counters, the line
+//! barrier's wires and the polled barrier's.
 //!
 //! The segment is an anonymous memfd, never a name in /dev/shm: the creator
 //! hands `(pid, fd)` to its peers, which open it through `/proc/<pid>/fd/<fd>`
@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
+use crate::core::polled::{self, Tree};
 use crate::core::toggle::{Shape, Wires};
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
 
@@ -50,6 +51,7 @@ pub struct Layout {
     places_at: usize,
     line_at: usize,
     doorbell: usize,
+    own_at: usize,
     pub len: usize,
 }
 
@@ -66,7 +68,8 @@ impl Layout {
         let asleep_at = counters_at + ranks * line;
         let doorbell = asleep_at + ranks * line;
         let line_at = doorbell + line;
-        let places_at = line_at + ranks.div_ceil(line) * line;
+        let own_at = line_at + ranks.div_ceil(line) * line;
+        let places_at = own_at + ranks * line;
         let end = places_at + ranks * std::mem::size_of::<u64>();
         let page = 4096;
         Layout {
@@ -80,6 +83,7 @@ impl Layout {
             places_at,
             line_at,
             doorbell,
+            own_at,
             len: end.div_ceil(page) * page,
         }
     }
@@ -100,8 +104,9 @@ pub struct Segment {
     layout: Layout,
     /// The creator's memfd, kept open only until every peer attached.
     fd: Option<OwnedFd>,
-    /// The toggle barrier's bank tree, fixed when the device is sealed.
-    shape: Option<Shape>,
+    /// The toggle barrier's bank tree and the polled barrier's tree, fixed
+    /// when the device is sealed.
+    shape: Option<(Shape, Tree)>,
 }
 
 // SAFETY: the mapping is plain shared memory accessed only through atomics;
@@ -183,16 +188,32 @@ impl Segment {
 
     /// Closes the creator's fd once every peer attached: from then on the
     /// memory lives only in the ranks' mappings. `shape`: the toggle
-    /// barrier's bank tree, the same on every rank.
-    pub fn seal(&mut self, shape: Shape) {
+    /// barrier's bank tree, `tree`: the polled barrier's, the same on every
+    /// rank.
+    pub fn seal(&mut self, shape: Shape, tree: Tree) {
         assert!(shape.ranks() == self.layout.ranks && shape.banks() <= self.layout.banks, "a tree the segment holds");
+        assert_eq!(tree.ranks(), self.layout.ranks, "a tree for the segment's ranks");
         self.fd = None;
-        self.shape = Some(shape);
+        self.shape = Some((shape, tree));
     }
 
-    /// The toggle barrier's bank tree (flat until sealed).
+    /// The toggle barrier's bank tree.
     pub fn shape(&self) -> &Shape {
-        self.shape.as_ref().expect("a sealed device")
+        &self.shape.as_ref().expect("a sealed device").0
+    }
+
+    /// The polled barrier's tree.
+    pub fn tree(&self) -> &Tree {
+        &self.shape.as_ref().expect("a sealed device").1
+    }
+
+    /// The polled barrier's wires: a line per rank, and the toggle
+    /// barrier's input (a communicator runs one core, so they share it).
+    pub fn polled_wires(&self) -> polled::Wires<'_> {
+        let l = &self.layout;
+        // SAFETY: as in `wires`: inside the mapping, 128-byte aligned,
+        // zero-initialised.
+        unsafe { polled::Wires { own: self.slice::<Line<AtomicU32>>(l.own_at, l.ranks), input: self.wires().input } }
     }
 
     pub fn layout(&self) -> Layout {
@@ -313,10 +334,10 @@ mod tests {
         assert_eq!(l.asleep_at % 128, 0);
         assert_eq!(l.banks_at % 128, 0);
         assert_eq!(l.counters_at % 128, 0);
-        assert_eq!((l.line_at % 128, l.doorbell % 128), (0, 0));
-        assert!(l.line_at + 8 <= l.places_at);
-        assert_eq!(Layout::new(200).places_at - Layout::new(200).line_at, 256);
-        assert!(Layout::new(1000).len >= 128 * (2 * 1000 + 16 + 3));
+        assert_eq!((l.line_at % 128, l.doorbell % 128, l.own_at % 128), (0, 0, 0));
+        assert!(l.line_at + 8 <= l.own_at && l.own_at + 8 * 128 <= l.places_at);
+        assert_eq!(Layout::new(200).own_at - Layout::new(200).line_at, 256);
+        assert!(Layout::new(1000).len >= 128 * (3 * 1000 + 16 + 3));
     }
 
     #[test]
@@ -333,7 +354,7 @@ mod tests {
         // Wrong token, wrong size: refused.
         assert!(Segment::attach(&Offer { token: 7, ..offer }, n).is_err());
         assert!(Segment::attach(&offer, n + 1).is_err());
-        a.seal(shape.clone());
+        a.seal(shape.clone(), crate::core::polled::Tree::new(n));
         assert!(Segment::attach(&offer, n).is_err(), "fd closed after seal");
         // b still works after the creator's fd is gone.
         counter::arrive(b.counters(), 1);

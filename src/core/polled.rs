@@ -1,0 +1,354 @@
+//! The toggle-wire barrier with the FSM split over the node's cache
+//! domains: every rank's output wire is a cache line of its own, and one
+//! rank per L3 domain (its leader) plays the FSM for its domain, reading
+//! its members' wires with loads in flight together. The leaders' own
+//! wires are read the same way by the root, which then flips the single
+//! input wire every rank waits on.
+//!
+//! Why: in the toggle barrier's banks (`toggle`) the ranks of a domain take
+//! turns on one bank word, each `fetch_xor` a line transfer after the one
+//! before, so a domain of 8 arriving together costs 8 transfers in a row
+//! and a socket's 12 domain climbers 12 more. Here each member writes its
+//! own line once and the leader's reads of all of them overlap: a domain
+//! costs about one transfer, the root's reads of the leaders about one
+//! more (`docs/many-core.md`: 0.70-0.86× the best of xhc, acoll and
+//! MPICH at 64-192 ranks on a 2-socket, 24-CCX model, where the bank tree
+//! is 2.5×). The release stays one shared line, as in the hardware.
+//!
+//! A wire holds the target input value (0 or 1) of the barrier its rank is
+//! ready in: ready means arrived, and for a leader also that every rank it
+//! reads is ready. A leader is driven by polls (`poll`), so the wait loop
+//! and MPI_Ibarrier's progress advance it without any state but the wires.
+
+use crate::core::toggle::Target;
+use crate::sync::{AtomicU32, Line, Ordering};
+
+/// Most wires one rank reads: a larger domain is split into groups of
+/// this many (its leaders climb like domains'), and the root reads at most
+/// this many leaders (otherwise the leaders are grouped by package first).
+pub const MAX_FAN_IN: usize = 32;
+
+/// Who reads whose wire: a tree over the ranks, rooted at rank 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tree {
+    /// Per rank: the ranks whose wires it reads (empty unless it leads).
+    children: Vec<Vec<u32>>,
+    /// Groups formed at each level, bottom up (for verbose output).
+    levels: Vec<usize>,
+}
+
+impl Tree {
+    /// Groups of `MAX_FAN_IN` ranks in rank order, and so on up.
+    pub fn new(n: usize) -> Tree {
+        Tree::build(vec![Vec::new(); n], MAX_FAN_IN)
+    }
+
+    /// A tree whose groups hold at most `width` ranks (1 < width), so that
+    /// tests and model checks see several levels with a handful of ranks.
+    pub fn with_width(n: usize, width: usize) -> Tree {
+        assert!(width > 1);
+        Tree::build(vec![Vec::new(); n], width)
+    }
+
+    /// A tree that follows the ranks' cache domains: `paths[r]` is rank r's
+    /// (package, L3 domain). Ranks of one L3 domain are read by its lowest
+    /// rank; the domains' leaders by rank 0, unless they are more than
+    /// `MAX_FAN_IN` (then by package first). Ranks with an unknown part
+    /// share a group there. Every rank computes the same tree.
+    pub fn grouped(paths: &[[Option<u32>; 2]]) -> Tree {
+        Tree::build(paths.iter().map(|p| p.to_vec()).collect(), MAX_FAN_IN)
+    }
+
+    fn build(keys: Vec<Vec<Option<u32>>>, width: usize) -> Tree {
+        let n = keys.len();
+        assert!(n >= 1, "a barrier needs at least one rank");
+        let mut t = Tree { children: vec![Vec::new(); n], levels: Vec::new() };
+        // Climbers of the current level: (key, rank), in rank order.
+        let mut climbers: Vec<(Vec<Option<u32>>, u32)> = keys.into_iter().zip(0..).collect();
+        let mut first = true;
+        while climbers.len() > 1 {
+            if !first && climbers.len() <= width {
+                // Few enough to be read by one rank: the root.
+                t.children[climbers[0].1 as usize].extend(climbers[1..].iter().map(|c| c.1));
+                t.levels.push(1);
+                break;
+            }
+            let mut groups: std::collections::BTreeMap<Vec<Option<u32>>, Vec<u32>> = Default::default();
+            for (k, r) in &climbers {
+                groups.entry(k.clone()).or_default().push(*r);
+            }
+            let before = climbers.len();
+            let mut next = Vec::new();
+            let mut formed = 0;
+            for (mut key, ranks) in groups {
+                key.pop();
+                for chunk in ranks.chunks(width) {
+                    t.children[chunk[0] as usize].extend(&chunk[1..]);
+                    next.push((key.clone(), chunk[0]));
+                    formed += 1;
+                }
+            }
+            next.sort_by_key(|c| c.1);
+            climbers = next;
+            first = false;
+            if climbers.len() < before {
+                t.levels.push(formed);
+            }
+        }
+        t
+    }
+
+    /// Ranks served.
+    pub fn ranks(&self) -> usize {
+        self.children.len()
+    }
+
+    /// The ranks whose wires `rank` reads.
+    pub fn children(&self, rank: usize) -> &[u32] {
+        &self.children[rank]
+    }
+
+    /// Groups per level, bottom up ("24/1"), for verbose output.
+    pub fn describe(&self) -> String {
+        let per: Vec<String> = self.levels.iter().map(|g| g.to_string()).collect();
+        per.join("/")
+    }
+}
+
+/// The wires of one barrier, wherever they live.
+pub struct Wires<'a> {
+    /// Each rank's output wire, on its own line.
+    pub own: &'a [Line<AtomicU32>],
+    /// The input wire every rank reads (all inputs flip together).
+    pub input: &'a AtomicU32,
+}
+
+/// Where a rank stands after a look at the wires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The input flipped: the barrier is over for us.
+    Released,
+    /// We were the root and flipped the input just now (wake sleepers).
+    Fired,
+    /// Ready, waiting for the input only (may sleep on it).
+    Waiting,
+    /// Some rank we read is not ready yet: we must look again (never
+    /// sleep: nobody would wake us).
+    Reading,
+}
+
+/// Enters a barrier as `rank`: reads the input and, if it leads nobody,
+/// raises its wire. Returns the input value to wait for and the first look
+/// (a leader whose ranks are all ready is ready at once; the root then
+/// fires).
+///
+/// The caller must not enter again before the previous barrier released it.
+pub fn arrive(tree: &Tree, w: &Wires, rank: usize) -> (Target, Progress) {
+    debug_assert!(rank < tree.ranks() && w.own.len() >= tree.ranks());
+    let target = Target(w.input.load(Ordering::Acquire) ^ 1);
+    if tree.children[rank].is_empty() && rank != 0 {
+        // Release: what we did before the barrier is seen by whoever sees
+        // our wire (and, through its own release, by every rank).
+        w.own[rank].store(target.0, Ordering::Release);
+        return (target, Progress::Waiting);
+    }
+    (target, poll(tree, w, rank, target))
+}
+
+/// One look at the wires for the barrier of `target` as `rank`: released?
+/// If not, and we lead, are all the ranks we read ready? Then raise our
+/// wire, or, at the root, flip the input.
+pub fn poll(tree: &Tree, w: &Wires, rank: usize, target: Target) -> Progress {
+    // The input first: once it flipped, a fast rank may already be in the
+    // next barrier and its wire no longer says this one.
+    if w.input.load(Ordering::Acquire) == target.0 {
+        return Progress::Released;
+    }
+    if rank != 0 && w.own[rank].load(Ordering::Relaxed) == target.0 {
+        return Progress::Waiting;
+    }
+    // Every load issued before any is tested, so that the misses overlap.
+    let ready =
+        tree.children[rank].iter().fold(true, |all, &c| all & (w.own[c as usize].load(Ordering::Acquire) == target.0));
+    if !ready {
+        return Progress::Reading;
+    }
+    if rank == 0 {
+        // Every rank is ready: the FSM changes state, all inputs flip.
+        w.input.store(target.0, Ordering::Release);
+        return Progress::Fired;
+    }
+    w.own[rank].store(target.0, Ordering::Release);
+    Progress::Waiting
+}
+
+/// Has the input flipped to `target`, releasing the barrier?
+#[inline]
+pub fn is_released(w: &Wires, target: Target) -> bool {
+    w.input.load(Ordering::Acquire) == target.0
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    fn alloc(n: usize) -> (Vec<Line<AtomicU32>>, AtomicU32) {
+        ((0..n).map(|_| Line(AtomicU32::new(0))).collect(), AtomicU32::new(0))
+    }
+
+    /// Every rank but 0 is read by exactly one rank, and following the
+    /// readers from any rank reaches 0 (a tree, rooted at 0).
+    fn check_tree(t: &Tree) {
+        let n = t.ranks();
+        let mut parent = vec![None; n];
+        for r in 0..n {
+            let most = (MAX_FAN_IN - 1) * t.levels.len().max(1);
+            assert!(t.children(r).len() <= most, "rank {r} reads {} wires", t.children(r).len());
+            for &c in t.children(r) {
+                assert!(parent[c as usize].replace(r).is_none(), "rank {c} read twice");
+            }
+        }
+        assert!(parent[0].is_none());
+        for r in 1..n {
+            let (mut x, mut hops) = (r, 0);
+            while let Some(p) = parent[x] {
+                x = p;
+                hops += 1;
+                assert!(hops <= n);
+            }
+            assert_eq!(x, 0, "rank {r} does not reach the root");
+        }
+    }
+
+    #[test]
+    fn trees_read_each_rank_once_and_reach_rank_0() {
+        for n in [1, 2, 3, 32, 33, 64, 192, 1025, 5000] {
+            let t = Tree::new(n);
+            check_tree(&t);
+        }
+        assert_eq!(Tree::new(1).describe(), "");
+        assert_eq!(Tree::new(32).describe(), "1");
+        assert_eq!(Tree::new(33).describe(), "2/1");
+        assert_eq!(Tree::new(1025).describe(), "33/2/1");
+        assert_eq!(Tree::with_width(5, 2).describe(), "3/2/1");
+        check_tree(&Tree::with_width(5, 2));
+    }
+
+    /// The 2-socket, 12-CCX, 8-core machine of the model, filled
+    /// compactly: each CCX's lowest rank reads its 7 others, rank 0 reads
+    /// the 23 other CCX leaders. Dealt round-robin over the sockets, the
+    /// groups still hold only ranks of one CCX.
+    #[test]
+    fn grouped_tree_reads_each_domain_then_its_leaders() {
+        let paths: Vec<[Option<u32>; 2]> = (0..192u32).map(|r| [Some(r / 96), Some(r / 8)]).collect();
+        let t = Grouped::of(&paths);
+        assert_eq!(t.describe(), "24/1");
+        assert_eq!(t.children(8), (9..16).collect::<Vec<u32>>());
+        let mut root: Vec<u32> = (1..8).collect();
+        root.extend((1..24).map(|d| d * 8));
+        assert_eq!(t.children(0), root);
+        let dealt: Vec<[Option<u32>; 2]> = (0..192u32).map(|r| [Some(r % 2), Some((r % 2) * 12 + r / 16)]).collect();
+        let t = Grouped::of(&dealt);
+        let leads = |c: usize| (0..c).all(|q| dealt[q][1] != dealt[c][1]);
+        for r in 0..192 {
+            for &c in t.children(r) {
+                let c = c as usize;
+                assert!(dealt[c] == dealt[r] || (r == 0 && leads(c)), "rank {r} reads rank {c}");
+            }
+        }
+        // 48 domains of 4: too many for the root, so packages first.
+        let many: Vec<[Option<u32>; 2]> = (0..192u32).map(|r| [Some(r / 96), Some(r / 4)]).collect();
+        assert_eq!(Grouped::of(&many).describe(), "48/2/1");
+        // A domain larger than MAX_FAN_IN is split.
+        assert_eq!(Grouped::of(&vec![[Some(0), Some(0)]; 64]).describe(), "2/1");
+        assert_eq!(Grouped::of(&vec![[None, None]; 40]), Tree::new(40));
+    }
+
+    struct Grouped;
+    impl Grouped {
+        fn of(paths: &[[Option<u32>; 2]]) -> Tree {
+            let t = Tree::grouped(paths);
+            check_tree(&t);
+            t
+        }
+    }
+
+    /// One thread playing all ranks in turn, leaders last: only rank 0
+    /// fires, and only when every rank arrived.
+    #[test]
+    fn root_fires_once_all_arrived() {
+        for t in [Tree::new(1), Tree::new(2), Tree::new(70), Tree::with_width(9, 2)] {
+            let n = t.ranks();
+            let (own, input) = alloc(n);
+            let w = Wires { own: &own, input: &input };
+            for round in 0..4u32 {
+                let mut targets = Vec::new();
+                for r in (0..n).rev() {
+                    let (target, p) = arrive(&t, &w, r);
+                    assert_eq!(target, Target((round + 1) & 1));
+                    assert_eq!(p == Progress::Fired, r == 0, "n={n} r={r}");
+                    targets.push(target);
+                }
+                assert!(is_released(&w, targets[0]));
+            }
+            // Rank 0 first: it cannot fire until the others arrived.
+            if n > 1 {
+                let (target, p) = arrive(&t, &w, 0);
+                assert_eq!(p, Progress::Reading);
+                for r in 1..n {
+                    assert!(!is_released(&w, target));
+                    arrive(&t, &w, r);
+                }
+                // Leaders above the leaves may still need a look.
+                let mut fired = false;
+                for _ in 0..n {
+                    for r in (0..n).rev() {
+                        fired |= poll(&t, &w, r, target) == Progress::Fired;
+                    }
+                }
+                assert!(fired && is_released(&w, target));
+            }
+        }
+    }
+
+    /// Threads as ranks: none leaves barrier k before all entered it.
+    fn threads_through(tree: Tree, rounds: usize) {
+        let n = tree.ranks();
+        let (own, input) = alloc(n);
+        let shared = Arc::new((tree, own, input, AtomicUsize::new(0)));
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let sh = shared.clone();
+                std::thread::spawn(move || {
+                    let (t, own, input, entered) = &*sh;
+                    let w = Wires { own, input };
+                    for k in 1..=rounds {
+                        entered.fetch_add(1, Ordering::SeqCst);
+                        let (target, mut p) = arrive(t, &w, r);
+                        while !matches!(p, Progress::Released | Progress::Fired) {
+                            std::thread::yield_now();
+                            p = poll(t, &w, r, target);
+                        }
+                        assert!(entered.load(Ordering::SeqCst) >= k * n, "rank {r} left barrier {k} early");
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn threads_never_leave_early() {
+        for (t, rounds) in
+            [(Tree::new(2), 3000), (Tree::new(5), 2000), (Tree::with_width(7, 2), 1000), (Tree::new(40), 200)]
+        {
+            threads_through(t, rounds);
+        }
+        let paths: Vec<[Option<u32>; 2]> = (0..12u32).map(|r| [Some(r % 2), Some(r % 4)]).collect();
+        threads_through(Tree::grouped(&paths), 500);
+    }
+}
