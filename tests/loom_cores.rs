@@ -191,15 +191,6 @@ fn polled_2_ranks_3_barriers() {
     assert!(!polled_model(polled::Tree::new(2), 3, false), "a rank left a barrier early");
 }
 
-/// Rank 1 leads rank 2 (one L3 domain), rank 0 reads rank 1 (another):
-/// readiness climbs through a leader before the root fires.
-#[test]
-fn polled_3_ranks_in_2_domains_2_barriers() {
-    let tree = polled::Tree::grouped(&[[Some(0), Some(0)], [Some(0), Some(1)], [Some(0), Some(1)]]);
-    assert_eq!((tree.children(0), tree.children(1)), (&[1u32][..], &[2u32][..]));
-    assert!(!polled_model(tree, 2, false), "a rank left a barrier early");
-}
-
 /// A rank that leaves once its wire is raised, not waiting for the input,
 /// leaves early; loom must find that execution.
 #[test]
