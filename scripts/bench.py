@@ -84,12 +84,13 @@ MPICH_ITERS = {2: (5000, 500, 1000), 4: (200, 20, 100), 8: (50, 10, 50)}  # iter
 
 REST = "basic,libnbc,self"
 HWARGS = {a: ["--mca", "coll", "hwbarr,tuned," + REST, "--mca", "coll_hwbarr_algorithm", a]
-          for a in ("toggle", "counter", "line", "auto")}
+          for a in ("toggle", "counter", "line", "polled", "auto")}
 # name -> ("ompi", mpirun args) | ("mpich", None) | ("floor", None)
 CONFIGS = [
     ("hwbarr:toggle", ("ompi", HWARGS["toggle"])),
     ("hwbarr:counter", ("ompi", HWARGS["counter"])),
     ("hwbarr:line", ("ompi", HWARGS["line"])),
+    ("hwbarr:polled", ("ompi", HWARGS["polled"])),
     ("hwbarr:auto", ("ompi", HWARGS["auto"])),
     ("tuned", ("ompi", ["--mca", "coll", "tuned," + REST])),
     ("basic", ("ompi", ["--mca", "coll", REST])),
@@ -112,9 +113,9 @@ CONFIGS = [
     ("floor", ("floor", None)),
 ]
 # The persistent barrier against MPI_Barrier, one launch each (persistent mode).
-PERSISTENT = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:line", "hwbarr:auto"]
+PERSISTENT = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:line", "hwbarr:polled", "hwbarr:auto"]
 # "hwbarr best": the fastest by median (auto is one of them)
-HW = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:line"]
+HW = ["hwbarr:toggle", "hwbarr:counter", "hwbarr:line", "hwbarr:polled"]
 
 
 def pkglibdir():

@@ -234,8 +234,15 @@ impl<P: P2p> Comm<P> {
     /// layout exchange has run; rank 0 resolves it there by the most
     /// populous node (`exchange::layout`).
     pub fn settings(&self) -> Settings {
-        let algorithm = if self.multi_node { self.opts.requested } else { self.opts.requested.for_node(self.size as usize) };
+        let algorithm = if self.multi_node { self.opts.requested } else { self.opts.requested.for_node(self.size as usize, self.own_cores()) };
         Settings { algorithm, inter: self.opts.inter }
+    }
+
+    /// Whether this rank's waits keep their core (the automatic policy
+    /// found a core per rank, or the user asked to spin): `auto`'s fact
+    /// for the trees (`Algorithm::for_node`). Rank 0's decides.
+    pub fn own_cores(&self) -> bool {
+        self.opts.policy.idle == crate::settings::Idle::Spin
     }
 
     pub fn is_multi_node(&self) -> bool {
@@ -406,7 +413,7 @@ impl<P: P2p> Comm<P> {
             (Some(seg), Some(core), _) => {
                 if self.rank == 0 && self.opts.verbose >= 1 {
                     let alg = match self.opts.requested {
-                        Algorithm::Auto if alg == Algorithm::Auto.for_node(self.size as usize) => {
+                        Algorithm::Auto if alg == Algorithm::Auto.for_node(self.size as usize, self.own_cores()) => {
                             format!("{alg} (auto: {} ranks, {})", self.size, self.waiting())
                         }
                         _ => format!("{alg} ({})", self.waiting()),
@@ -504,7 +511,7 @@ impl<P: P2p> Comm<P> {
                 let _ = self.seg.set(seg);
                 // Rank 0's settings won: only rank 0 knows that `auto` chose.
                 let auto = match self.opts.requested {
-                    Algorithm::Auto if self.rank == 0 && self.algorithm() == Algorithm::Auto.for_node(t.largest) => {
+                    Algorithm::Auto if self.rank == 0 && self.algorithm() == Algorithm::Auto.for_node(t.largest, self.own_cores()) => {
                         format!(" (auto: {} ranks on the most populous node)", t.largest)
                     }
                     _ => String::new(),

@@ -87,8 +87,8 @@ pub enum Algorithm {
 
 /// Largest node `auto` gives the line barrier (`core::line`): all its
 /// wires share one line, so every arrival takes that line from every
-/// waiter; above a cache domain's worth of ranks the toggle barrier's bank
-/// tree (one bank per L3 domain, `topology`) keeps lines within domains.
+/// waiter; above a cache domain's worth of ranks the trees (one group per
+/// L3 domain, `topology`) keep lines within domains.
 /// Measured on 2 cores (docs/benchmarks.md): at 2 ranks line 0.051 µs,
 /// counter 0.071, toggle 0.086; at 4 and 8 (oversubscribed) the three are
 /// within a few percent of each other, the scheduler's hand-offs dominating.
@@ -97,10 +97,16 @@ pub const AUTO_LINE_MAX_RANKS: usize = 8;
 impl Algorithm {
     /// `auto` resolved for a node of `ranks` ranks (for a communicator
     /// spanning nodes: its most populous node, so that every node runs the
-    /// same core); any other value as it is.
-    pub fn for_node(self, ranks: usize) -> Algorithm {
+    /// same core); any other value as it is. Above `AUTO_LINE_MAX_RANKS`:
+    /// the polled barrier when each rank has a core (`own_cores`: its
+    /// leaders read their domains at once, `docs/many-core.md`), the toggle
+    /// barrier when ranks share cores (its last arriver releases everyone
+    /// itself, where the polled barrier waits until its leaders are
+    /// scheduled: 3.1 against 1.9 µs at 4 ranks on 2 cores).
+    pub fn for_node(self, ranks: usize, own_cores: bool) -> Algorithm {
         match self {
             Algorithm::Auto if ranks <= AUTO_LINE_MAX_RANKS => Algorithm::Line,
+            Algorithm::Auto if own_cores => Algorithm::Polled,
             Algorithm::Auto => Algorithm::Toggle,
             a => a,
         }
@@ -111,7 +117,12 @@ impl Setting for Algorithm {
     const PARAM: &'static str = "algorithm";
     const WHAT: &'static str = "Barrier algorithm";
     const CHOICES: &'static [Choice<Self>] = &[
-        Choice { name: c"auto", help: "line up to 8 ranks on a node, toggle above", value: Algorithm::Auto },
+        Choice {
+            name: c"auto",
+            help:
+                "line up to 8 ranks on a node; above, polled when each rank has a core, toggle when ranks share cores",
+            value: Algorithm::Auto,
+        },
         Choice { name: c"toggle", help: "TUC toggle-wire barrier on shared memory", value: Algorithm::Toggle },
         Choice { name: c"counter", help: "Blue Gene DMA-counter barrier on shared memory", value: Algorithm::Counter },
         Choice { name: c"linear", help: "coll/basic's linear barrier over point-to-point", value: Algorithm::Linear },
@@ -230,5 +241,14 @@ mod tests {
         assert_eq!(Algorithm::parse(" Counter "), Ok(Algorithm::Counter));
         assert_eq!(Algorithm::valid(), "auto, toggle, counter, linear, line, polled");
         assert_eq!(Algorithm::Toggle.to_string(), "toggle");
+    }
+
+    #[test]
+    fn auto_picks_line_then_polled_with_own_cores_toggle_without() {
+        let auto = |n, own| Algorithm::Auto.for_node(n, own);
+        assert_eq!((auto(2, true), auto(8, false)), (Algorithm::Line, Algorithm::Line));
+        assert_eq!((auto(9, true), auto(192, true)), (Algorithm::Polled, Algorithm::Polled));
+        assert_eq!((auto(9, false), auto(192, false)), (Algorithm::Toggle, Algorithm::Toggle));
+        assert_eq!(Algorithm::Counter.for_node(192, true), Algorithm::Counter);
     }
 }

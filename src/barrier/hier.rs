@@ -64,7 +64,7 @@ impl<P: P2p> HierOp<P> {
     /// The first barrier on `st` (a communicator spanning nodes): finds the
     /// layout, then sets the node's device up; `lookout` watches it.
     pub fn first(st: &Comm<P>, lookout: Lookout) -> Result<HierOp<P>, c_int> {
-        let x = LayoutExchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), lookout)?;
+        let x = LayoutExchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), st.own_cores(), lookout)?;
         Ok(HierOp { stage: Stage::Layout(Box::new(x)), core: None })
     }
 

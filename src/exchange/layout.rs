@@ -127,6 +127,9 @@ fn read_answer(w: &[u64], rank: c_int) -> Option<Layout> {
 pub struct LayoutExchange<P: P2p> {
     rank: c_int,
     settings: Settings,
+    /// Whether our ranks keep their cores while they wait: how rank 0
+    /// resolves `auto` (`Algorithm::for_node`).
+    own_cores: bool,
     flight: Flight<P>,
     /// Rank 0: every rank's first message (ours in slot 0), once arrived.
     names: Vec<[u64; HELLO_WORDS]>,
@@ -148,7 +151,14 @@ pub struct LayoutExchange<P: P2p> {
 
 impl<P: P2p> LayoutExchange<P> {
     /// Starts the exchange as `rank` of `size` on `p2p`'s communicator.
-    pub fn start(p2p: P, rank: c_int, size: c_int, settings: Settings, lookout: Lookout) -> Result<LayoutExchange<P>, c_int> {
+    pub fn start(
+        p2p: P,
+        rank: c_int,
+        size: c_int,
+        settings: Settings,
+        own_cores: bool,
+        lookout: Lookout,
+    ) -> Result<LayoutExchange<P>, c_int> {
         let n = size as usize;
         let mut mine = [0u64; HELLO_WORDS];
         mine[0] = words::hello();
@@ -157,6 +167,7 @@ impl<P: P2p> LayoutExchange<P> {
         let mut x = LayoutExchange {
             rank,
             settings,
+            own_cores,
             flight: Flight::new(p2p),
             names: vec![mine],
             slots: Vec::new(),
@@ -220,7 +231,7 @@ impl<P: P2p> LayoutExchange<P> {
                 Greeting::Ours => Settings::requested_from_words(&w[1 + NAME_WORDS..]).unwrap_or(self.settings),
                 _ => self.settings,
             })
-            .map(|s| Settings { algorithm: s.algorithm.for_node(largest), ..s })
+            .map(|s| Settings { algorithm: s.algorithm.for_node(largest, self.own_cores), ..s })
             .collect();
         let algs: Vec<(c_int, Algorithm)> = settings.iter().enumerate().map(|(q, s)| (q as c_int, s.algorithm)).collect();
         let inters: Vec<(c_int, InterAlgorithm)> =
@@ -441,7 +452,7 @@ mod exchange_tests {
             let r = ep.rank();
             let inter = (r == 2).then_some(InterAlgorithm::Dissemination);
             let s = Settings { algorithm: Algorithm::Toggle, inter };
-            let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None, None)).unwrap();
+            let mut x = LayoutExchange::start(ep, r, 4, s, false, Lookout::new(None, None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     // Rank 0 answered in our version's form, not with
@@ -475,7 +486,7 @@ mod exchange_tests {
                 words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
             }
             let s = Settings { algorithm: algs[r as usize], inter: None };
-            let mut x = LayoutExchange::start(ep, r, n, s, Lookout::new(None, None)).unwrap();
+            let mut x = LayoutExchange::start(ep, r, n, s, false, Lookout::new(None, None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     return done;
@@ -606,7 +617,7 @@ mod exchange_tests {
             let r = ep.rank();
             if r != 0 {
                 let s = Settings { algorithm: Algorithm::Line, inter: None };
-                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None, None)).unwrap();
+                let mut x = LayoutExchange::start(ep, r, 4, s, false, Lookout::new(None, None)).unwrap();
                 loop {
                     if let Some((_, a)) = x.poll().unwrap() {
                         return Some(a);
@@ -651,7 +662,7 @@ mod exchange_tests {
                     words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
                 }
                 let s = Settings { algorithm: Algorithm::Counter, inter: None };
-                let mut x = LayoutExchange::start(ep, r, 4, s, Lookout::new(None, None)).unwrap();
+                let mut x = LayoutExchange::start(ep, r, 4, s, false, Lookout::new(None, None)).unwrap();
                 loop {
                     if let Some(done) = x.poll().unwrap() {
                         // Rank 0 answers a rank of its own version in that
