@@ -97,6 +97,21 @@ fn trees_follow_a_synthetic_machine() {
     assert!(!err.contains("served by toggle"), "hwbarr steps aside: {err}");
 }
 
+/// `auto` above 8 ranks follows the cores: the polled barrier when the
+/// ranks keep theirs while they wait (forced here, 10 ranks on this
+/// machine's cores, with `coll_hwbarr_idle spin`), the toggle barrier when
+/// they share them (the automatic policy).
+#[test]
+fn auto_above_8_ranks_follows_the_cores() {
+    for (idle, want) in [("spin", "polled"), ("auto", "toggle")] {
+        let job = semantics(10, "auto", 30, &[("OMPI_MCA_coll_hwbarr_idle", idle)]);
+        assert!(job.ok(), "idle {idle}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), 10, "{}", job.dump());
+        let line = format!("(cid 0, 10 ranks, one node): barriers served by {want} (auto: 10 ranks");
+        assert!(job.stderr().contains(&line), "idle {idle}: no '{line}'\n{}", job.dump());
+    }
+}
+
 /// `coll_hwbarr_topology auto` at verbosity 3: each rank says once where
 /// it sits in the node's caches and how that was found; on a machine whose
 /// sysfs names L3 caches, 2 ranks (bound to a core each, Open MPI's default
