@@ -2,7 +2,9 @@
 //! barrier's bank tree follows it (`core::toggle::Shape::grouped`): one
 //! bank per L3 domain, one per package above them, the root above those.
 //! A bank's line is then written only by ranks of one domain (or by one
-//! climber per domain below), and an arrival crosses each level once.
+//! climber per domain below), and an arrival crosses each level once. The
+//! polled barrier's tree (`core::polled::Tree::grouped`) follows it too:
+//! each domain's wires read by one of its ranks, the leaders by rank 0.
 //!
 //! A rank's place comes from `coll_hwbarr_topology`: `auto` reads the CPUs
 //! it may run on (`/proc/self/status`) and the machine's caches (sysfs);
