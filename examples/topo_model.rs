@@ -49,7 +49,7 @@ const ISSUE: f64 = 2.0;
 /// One-way line transfer measured on this project's 2-core machine.
 const FLOOR_2CORE: f64 = 55.0;
 /// Ranks to model (those above a machine's core count are skipped).
-const RANKS: [usize; 4] = [16, 64, 128, 192];
+const RANKS: [usize; 6] = [4, 8, 16, 64, 128, 192];
 /// Fan-out of MPICH's release_gather tree (flat up to 64 ranks).
 const MPICH_K: usize = 64;
 /// Wires per toggle bank word (src/core/toggle.rs).

@@ -85,28 +85,34 @@ pub enum Algorithm {
     Polled,
 }
 
-/// Largest node `auto` gives the line barrier (`core::line`): all its
-/// wires share one line, so every arrival takes that line from every
-/// waiter; above a cache domain's worth of ranks the trees (one group per
-/// L3 domain, `topology`) keep lines within domains.
-/// Measured on 2 cores (docs/benchmarks.md): at 2 ranks line 0.051 µs,
-/// counter 0.071, toggle 0.086; at 4 and 8 (oversubscribed) the three are
-/// within a few percent of each other, the scheduler's hand-offs dominating.
-pub const AUTO_LINE_MAX_RANKS: usize = 8;
+/// Largest node `auto` gives the line barrier (`core::line`) when ranks
+/// share cores, and when each has its own. All its wires share one line,
+/// so the arrivals take that line one after another, from every waiter.
+/// Measured on 2 cores (docs/benchmarks.md): at 2 ranks line 0.04-0.055 µs,
+/// counter 0.07, toggle 0.09 and polled 0.10 at best; at 4 and 8 (oversubscribed)
+/// line, counter and toggle are within 1.3× of each other, the scheduler's
+/// hand-offs dominating, polled behind (its leaders wait to be scheduled).
+/// With a core per rank above 2 ranks the model (`docs/many-core.md`)
+/// puts the polled barrier's overlapped reads 2.0-4× ahead of one line's
+/// serialized stores at 4 and 8 ranks arriving together (1.04-1.26× behind
+/// with one rank late); this machine cannot measure it.
+pub const AUTO_LINE_SHARED_MAX: usize = 8;
+pub const AUTO_LINE_OWN_MAX: usize = 2;
 
 impl Algorithm {
     /// `auto` resolved for a node of `ranks` ranks (for a communicator
     /// spanning nodes: its most populous node, so that every node runs the
-    /// same core); any other value as it is. Above `AUTO_LINE_MAX_RANKS`:
-    /// the polled barrier when each rank has a core (`own_cores`: its
-    /// leaders read their domains at once, `docs/many-core.md`), the toggle
-    /// barrier when ranks share cores (its last arriver releases everyone
+    /// same core); any other value as it is. When each rank keeps its core
+    /// while it waits (`own_cores`): line at 2 ranks, polled above (its
+    /// leaders read their L3 domains at once). When ranks share cores: line
+    /// up to 8 ranks, toggle above (its last arriver releases everyone
     /// itself, where the polled barrier waits until its leaders are
     /// scheduled: 3.1 against 1.9 µs at 4 ranks on 2 cores).
     pub fn for_node(self, ranks: usize, own_cores: bool) -> Algorithm {
         match self {
-            Algorithm::Auto if ranks <= AUTO_LINE_MAX_RANKS => Algorithm::Line,
+            Algorithm::Auto if own_cores && ranks <= AUTO_LINE_OWN_MAX => Algorithm::Line,
             Algorithm::Auto if own_cores => Algorithm::Polled,
+            Algorithm::Auto if ranks <= AUTO_LINE_SHARED_MAX => Algorithm::Line,
             Algorithm::Auto => Algorithm::Toggle,
             a => a,
         }
@@ -244,10 +250,16 @@ mod tests {
     }
 
     #[test]
-    fn auto_picks_line_then_polled_with_own_cores_toggle_without() {
+    fn auto_follows_the_node_size_and_its_cores() {
         let auto = |n, own| Algorithm::Auto.for_node(n, own);
-        assert_eq!((auto(2, true), auto(8, false)), (Algorithm::Line, Algorithm::Line));
-        assert_eq!((auto(9, true), auto(192, true)), (Algorithm::Polled, Algorithm::Polled));
+        assert_eq!(
+            (auto(2, true), auto(2, false), auto(8, false)),
+            (Algorithm::Line, Algorithm::Line, Algorithm::Line)
+        );
+        assert_eq!(
+            (auto(3, true), auto(9, true), auto(192, true)),
+            (Algorithm::Polled, Algorithm::Polled, Algorithm::Polled)
+        );
         assert_eq!((auto(9, false), auto(192, false)), (Algorithm::Toggle, Algorithm::Toggle));
         assert_eq!(Algorithm::Counter.for_node(192, true), Algorithm::Counter);
     }

@@ -97,18 +97,19 @@ fn trees_follow_a_synthetic_machine() {
     assert!(!err.contains("served by toggle"), "hwbarr steps aside: {err}");
 }
 
-/// `auto` above 8 ranks follows the cores: the polled barrier when the
-/// ranks keep theirs while they wait (forced here, 10 ranks on this
-/// machine's cores, with `coll_hwbarr_idle spin`), the toggle barrier when
-/// they share them (the automatic policy).
+/// `auto` follows the node's size and its cores: with a core per rank
+/// (forced here with `coll_hwbarr_idle spin`, on this machine's 2 cores)
+/// the polled barrier above 2 ranks; with ranks sharing cores (the
+/// automatic policy) the line barrier up to 8 ranks, the toggle above.
 #[test]
-fn auto_above_8_ranks_follows_the_cores() {
-    for (idle, want) in [("spin", "polled"), ("auto", "toggle")] {
-        let job = semantics(10, "auto", 30, &[("OMPI_MCA_coll_hwbarr_idle", idle)]);
-        assert!(job.ok(), "idle {idle}\n{}", job.dump());
-        assert_eq!(job.stdout().matches("semantics OK").count(), 10, "{}", job.dump());
-        let line = format!("(cid 0, 10 ranks, one node): barriers served by {want} (auto: 10 ranks");
-        assert!(job.stderr().contains(&line), "idle {idle}: no '{line}'\n{}", job.dump());
+fn auto_follows_the_node_size_and_its_cores() {
+    for (np, idle, want) in [(4, "spin", "polled"), (4, "auto", "line"), (10, "spin", "polled"), (10, "auto", "toggle")]
+    {
+        let job = semantics(np, "auto", 30, &[("OMPI_MCA_coll_hwbarr_idle", idle)]);
+        assert!(job.ok(), "np {np} idle {idle}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
+        let line = format!("(cid 0, {np} ranks, one node): barriers served by {want} (auto: {np} ranks");
+        assert!(job.stderr().contains(&line), "np {np} idle {idle}: no '{line}'\n{}", job.dump());
     }
 }
 
