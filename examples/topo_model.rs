@@ -393,7 +393,8 @@ impl Kind {
             Kind::Polled3 => "polled 3-level",
         }
     }
-    /// The designs of this model's own (not today's hwbarr, not a peer).
+    /// The topology-aware designs (the tree, and hwbarr's toggle tree and
+    /// polled barrier), set beside "best other" in the tables.
     fn is_tree(self) -> bool {
         matches!(self, Kind::Tree | Kind::TreeFlat | Kind::Polled | Kind::Polled3)
     }

@@ -14,8 +14,8 @@
 
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
-use mca_coll_hwbarr::core::line;
 use mca_coll_hwbarr::core::toggle::{self, Target, Wires};
+use mca_coll_hwbarr::core::{line, polled};
 use mca_coll_hwbarr::shm::futex::{Futex, Word};
 use mca_coll_hwbarr::shm::sleep;
 use mca_coll_hwbarr::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line, Ordering::*};
@@ -112,6 +112,32 @@ fn toggle_sleeper_is_always_woken() {
         });
         while !toggle::is_released(&t.wires(), Target(1)) {
             sleep::toggle_sleep(&t.futex, &t.wires(), &t.sleepers, Target(1));
+        }
+        releaser.join().unwrap();
+    });
+}
+
+/// The polled barrier: the waiter waits for the input to count to 1; rank
+/// 0 advances it (from 0, as `poll` does) and wakes the sleepers.
+#[test]
+fn polled_sleeper_is_always_woken() {
+    check(|| {
+        let t = Arc::new(Toggle {
+            futex: ModelFutex::default(),
+            banks: vec![Line(AtomicU64::new(0))],
+            input: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+        });
+        let own: Arc<Vec<Line<AtomicU32>>> = Arc::new(vec![Line(AtomicU32::new(0))]);
+        let (t2, own2) = (t.clone(), own.clone());
+        let releaser = thread::spawn(move || {
+            let w = polled::Wires { own: &own2, input: &t2.input };
+            assert!(t2.input.compare_exchange(0, 1, AcqRel, Acquire).is_ok());
+            sleep::polled_wake(&t2.futex, &w, &t2.sleepers);
+        });
+        let w = polled::Wires { own: &own, input: &t.input };
+        while !polled::is_released(&w, polled::Count(1)) {
+            sleep::polled_sleep(&t.futex, &w, &t.sleepers, polled::Count(1));
         }
         releaser.join().unwrap();
     });

@@ -35,7 +35,7 @@ enum Pc {
     LineArrive,
     PolledArrive,
     /// A polled rank looking at the wires for this target.
-    PolledWait(toggle::Target),
+    PolledWait(polled::Count),
     /// Waiting for release (toggle: for this target).
     Wait(Option<toggle::Target>),
     /// Waiting for every line wire to reach this count.

@@ -15,13 +15,27 @@
 //! MPICH at 64-192 ranks on a 2-socket, 24-CCX model, where the bank tree
 //! is 2.5×). The release stays one shared line, as in the hardware.
 //!
-//! A wire holds the target input value (0 or 1) of the barrier its rank is
-//! ready in: ready means arrived, and for a leader also that every rank it
-//! reads is ready. A leader is driven by polls (`poll`), so the wait loop
-//! and MPI_Ibarrier's progress advance it without any state but the wires.
+//! The input counts barriers (wrapping), and a wire holds the count of the
+//! barrier its rank is ready in: ready means arrived, and for a leader also
+//! that every rank it reads is ready. A leader is driven by polls (`poll`),
+//! so the wait loop and MPI_Ibarrier's progress advance it without any
+//! state but the wires. A poll may come late, with the count of a barrier
+//! long over (the express lane tests tickets it cannot tell from current
+//! ones): counts, not bits, let it see that, and its writes are
+//! compare-and-swaps from the barrier before, so a late one changes nothing.
 
-use crate::core::toggle::Target;
 use crate::sync::{AtomicU32, Line, Ordering};
+
+/// The input count that releases the barrier a rank just entered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Count(pub u32);
+
+impl Count {
+    /// The input's count while this barrier is not released yet.
+    pub fn before(self) -> u32 {
+        self.0.wrapping_sub(1)
+    }
+}
 
 /// Most wires one rank reads: a larger domain is split into groups of
 /// this many (its leaders climb like domains'), and the root reads at most
@@ -143,9 +157,9 @@ pub enum Progress {
 /// fires).
 ///
 /// The caller must not enter again before the previous barrier released it.
-pub fn arrive(tree: &Tree, w: &Wires, rank: usize) -> (Target, Progress) {
+pub fn arrive(tree: &Tree, w: &Wires, rank: usize) -> (Count, Progress) {
     debug_assert!(rank < tree.ranks() && w.own.len() >= tree.ranks());
-    let target = Target(w.input.load(Ordering::Acquire) ^ 1);
+    let target = Count(w.input.load(Ordering::Acquire).wrapping_add(1));
     if tree.children[rank].is_empty() && rank != 0 {
         // Release: what we did before the barrier is seen by whoever sees
         // our wire (and, through its own release, by every rank).
@@ -157,14 +171,19 @@ pub fn arrive(tree: &Tree, w: &Wires, rank: usize) -> (Target, Progress) {
 
 /// One look at the wires for the barrier of `target` as `rank`: released?
 /// If not, and we lead, are all the ranks we read ready? Then raise our
-/// wire, or, at the root, flip the input.
-pub fn poll(tree: &Tree, w: &Wires, rank: usize, target: Target) -> Progress {
-    // The input first: once it flipped, a fast rank may already be in the
+/// wire, or, at the root, advance the input. A look with the count of a
+/// barrier already over says `Released` and writes nothing.
+pub fn poll(tree: &Tree, w: &Wires, rank: usize, target: Count) -> Progress {
+    // The input first: once it moved, a fast rank may already be in the
     // next barrier and its wire no longer says this one.
-    if w.input.load(Ordering::Acquire) == target.0 {
+    if released(w.input.load(Ordering::Acquire), target) {
         return Progress::Released;
     }
     if rank != 0 && w.own[rank].load(Ordering::Relaxed) == target.0 {
+        return Progress::Waiting;
+    }
+    if tree.children[rank].is_empty() && rank != 0 {
+        // A rank that leads nobody raised its wire when it arrived.
         return Progress::Waiting;
     }
     // Every load issued before any is tested, so that the misses overlap.
@@ -173,19 +192,32 @@ pub fn poll(tree: &Tree, w: &Wires, rank: usize, target: Target) -> Progress {
     if !ready {
         return Progress::Reading;
     }
+    // From the barrier before only: if this look is late (loaded the
+    // wires of a barrier since completed), the word has moved on and the
+    // swap fails. Release: the chain of readiness carries every rank's
+    // writes before the barrier to every rank released.
+    let from_before = |word: &AtomicU32| {
+        word.compare_exchange(target.before(), target.0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    };
     if rank == 0 {
         // Every rank is ready: the FSM changes state, all inputs flip.
-        w.input.store(target.0, Ordering::Release);
-        return Progress::Fired;
+        return if from_before(w.input) { Progress::Fired } else { Progress::Released };
     }
-    w.own[rank].store(target.0, Ordering::Release);
+    from_before(&w.own[rank]);
     Progress::Waiting
 }
 
-/// Has the input flipped to `target`, releasing the barrier?
+/// Does an input reading `input` release the barrier of `target` (or a
+/// later one: a late look)? Counts wrap; a barrier is at most 2^31 behind.
 #[inline]
-pub fn is_released(w: &Wires, target: Target) -> bool {
-    w.input.load(Ordering::Acquire) == target.0
+fn released(input: u32, target: Count) -> bool {
+    (input.wrapping_sub(target.0) as i32) >= 0
+}
+
+/// Has the input reached `target`, releasing the barrier?
+#[inline]
+pub fn is_released(w: &Wires, target: Count) -> bool {
+    released(w.input.load(Ordering::Acquire), target)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -287,7 +319,7 @@ mod tests {
                 let mut targets = Vec::new();
                 for r in (0..n).rev() {
                     let (target, p) = arrive(&t, &w, r);
-                    assert_eq!(target, Target((round + 1) & 1));
+                    assert_eq!(target, Count(round + 1));
                     assert_eq!(p == Progress::Fired, r == 0, "n={n} r={r}");
                     targets.push(target);
                 }
@@ -310,6 +342,57 @@ mod tests {
                 }
                 assert!(fired && is_released(&w, target));
             }
+        }
+    }
+
+    /// A late look (the count of a barrier since completed, as the express
+    /// lane may test) writes nothing: at the root it would release a
+    /// barrier rank 0 never entered, at a leader raise a wire for one.
+    #[test]
+    fn a_late_look_changes_nothing() {
+        for (t, looker) in [(Tree::new(2), 0), (Tree::with_width(4, 2), 2), (Tree::with_width(4, 2), 0)] {
+            let n = t.ranks();
+            let (own, input) = alloc(n);
+            let w = Wires { own: &own, input: &input };
+            let mut first = None;
+            for _ in 0..2 {
+                for r in (0..n).rev() {
+                    let (c, _) = arrive(&t, &w, r);
+                    first.get_or_insert(c);
+                }
+                for _ in 0..n {
+                    for r in (0..n).rev() {
+                        poll(&t, &w, r, first.unwrap());
+                    }
+                }
+            }
+            let (stale, before) = (first.unwrap(), input.load(Ordering::SeqCst));
+            assert_eq!(before, 2, "two barriers done");
+            // Every rank but the looker enters barrier 3.
+            for r in (0..n).filter(|&r| r != looker) {
+                arrive(&t, &w, r);
+            }
+            let wires: Vec<u32> = own.iter().map(|o| o.load(Ordering::SeqCst)).collect();
+            assert_eq!(poll(&t, &w, looker, stale), Progress::Released);
+            assert_eq!(input.load(Ordering::SeqCst), before, "the input moved");
+            let after: Vec<u32> = own.iter().map(|o| o.load(Ordering::SeqCst)).collect();
+            assert_eq!(after, wires, "a wire moved");
+        }
+    }
+
+    /// Counts wrap: a barrier whose count passes 2^32 releases like any.
+    #[test]
+    fn counts_wrap() {
+        let t = Tree::new(3);
+        let (own, input) = alloc(3);
+        input.store(u32::MAX - 1, Ordering::SeqCst);
+        own.iter().for_each(|o| o.store(u32::MAX - 1, Ordering::SeqCst));
+        let w = Wires { own: &own, input: &input };
+        for want in [u32::MAX, 0, 1] {
+            let all: Vec<(Count, Progress)> = (0..3).rev().map(|r| arrive(&t, &w, r)).collect();
+            let c = all[2];
+            assert_eq!(c, (Count(want), Progress::Fired));
+            assert!(is_released(&w, Count(want)) && !is_released(&w, Count(want.wrapping_add(1))));
         }
     }
 

@@ -30,7 +30,10 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// Version 4: a leader gets, of the leaders, only those it talks to
 /// (`inter::partners`: all for the counter broadcast, about 2 log2 nodes
 /// for dissemination), each with its node's index in the same word.
-pub const PROTOCOL: u64 = 4;
+/// Version 5: the device's segment holds the polled barrier's wires (a
+/// line per rank, before the places), and the algorithm word may be 5
+/// (`polled`).
+pub const PROTOCOL: u64 = 5;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
 /// This rank's protocol version: `PROTOCOL`; in unit tests, where threads

@@ -21,6 +21,7 @@
 //! version without the fences is caught.
 
 use crate::core::line::{self, Count, ASLEEP};
+use crate::core::polled;
 use crate::core::toggle::{self, Target, Wires};
 use crate::shm::futex::Futex;
 use crate::sync::{self, fence, AtomicI32, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
@@ -60,6 +61,27 @@ pub fn toggle_sleep(f: &impl Futex, w: &Wires, sleepers: &AtomicU32, target: Tar
 /// Toggle barrier, releaser: we fired the FSM (flipped the input); wake
 /// the sleepers if there are any.
 pub fn toggle_wake(f: &impl Futex, w: &Wires, sleepers: &AtomicU32) {
+    fence(SeqCst);
+    if sleepers.load(SeqCst) != 0 {
+        f.wake_all(w.input);
+    }
+}
+
+/// Polled barrier, a ready waiter: sleeps on the input while it has not
+/// reached `target`, counted in `sleepers` (the toggle barrier's protocol
+/// on a counting input).
+pub fn polled_sleep(f: &impl Futex, w: &polled::Wires, sleepers: &AtomicU32, target: polled::Count) {
+    sleepers.fetch_add(1, SeqCst);
+    fence(SeqCst);
+    if !polled::is_released(w, target) {
+        f.wait(w.input, target.before());
+    }
+    sleepers.fetch_sub(1, SeqCst);
+}
+
+/// Polled barrier, rank 0: it advanced the input; wake the sleepers if
+/// there are any.
+pub fn polled_wake(f: &impl Futex, w: &polled::Wires, sleepers: &AtomicU32) {
     fence(SeqCst);
     if sleepers.load(SeqCst) != 0 {
         f.wake_all(w.input);

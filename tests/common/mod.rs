@@ -304,6 +304,13 @@ pub fn board_job(np: usize, alg: &str, mode: &str, iters: u32) -> Job {
 fn board_job_env(np: usize, alg: &str, mode: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
     let b = board();
     let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
+    // The polled barrier's ranks are not placed on an oversubscribed node
+    // (one flat group): two L3 domains of 2 give its tree a leader between
+    // the leaves and rank 0 from 4 ranks up.
+    const TOPOLOGY: &str = "OMPI_MCA_coll_hwbarr_topology";
+    if alg == "polled" && !extra_env.iter().any(|(k, _)| *k == TOPOLOGY) {
+        env.push((TOPOLOGY, "package:1 l3:2 core:2"));
+    }
     env.extend_from_slice(extra_env);
     let it = iters.to_string();
     let job = mpirun(np, &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "2")], &env, &[mode, &it], 300);
