@@ -97,6 +97,7 @@ pub enum Algorithm {
 /// serialized stores at 4 and 8 ranks arriving together (1.04-1.26× behind
 /// with one rank late); this machine cannot measure it.
 pub const AUTO_LINE_SHARED_MAX: usize = 8;
+/// ... and when each rank has its own core (above it: polled).
 pub const AUTO_LINE_OWN_MAX: usize = 2;
 
 impl Algorithm {
@@ -126,7 +127,8 @@ impl Setting for Algorithm {
         Choice {
             name: c"auto",
             help:
-                "line up to 8 ranks on a node; above, polled when each rank has a core, toggle when ranks share cores",
+                "with a core per rank, line at 2 ranks on a node and polled above; with ranks sharing cores, line up \
+                   to 8 ranks and toggle above",
             value: Algorithm::Auto,
         },
         Choice { name: c"toggle", help: "TUC toggle-wire barrier on shared memory", value: Algorithm::Toggle },

@@ -87,11 +87,24 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
         Core::Line => Ticket::Line(line::arrive(seg.line_wires(), me)),
         Core::Polled => {
             let (target, p) = polled::arrive(seg.tree(), &seg.polled_wires(), me);
-            if p == polled::Progress::Fired {
-                sleep::polled_wake(&FUTEX, &seg.polled_wires(), seg.sleepers());
-            }
+            woken(seg, p);
             Ticket::Polled(target)
         }
+    }
+}
+
+/// A look at the polled barrier's wires as rank `me` (`polled::poll`),
+/// waking the sleepers if it released them.
+fn look(seg: &Segment, me: usize, target: polled::Count) -> polled::Progress {
+    let p = polled::poll(seg.tree(), &seg.polled_wires(), me, target);
+    woken(seg, p);
+    p
+}
+
+/// After an arrival or look that fired the polled barrier: wake its sleepers.
+fn woken(seg: &Segment, p: polled::Progress) {
+    if p == polled::Progress::Fired {
+        sleep::polled_wake(&FUTEX, &seg.polled_wires(), seg.sleepers());
     }
 }
 
@@ -104,15 +117,8 @@ pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
         Ticket::Counter => counter::is_released(seg.counters(), c.layout().expect("layout").me),
         Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
         Ticket::Polled(target) => {
-            let me = c.layout().expect("layout").me;
-            match polled::poll(seg.tree(), &seg.polled_wires(), me, target) {
-                polled::Progress::Released => true,
-                polled::Progress::Fired => {
-                    sleep::polled_wake(&FUTEX, &seg.polled_wires(), seg.sleepers());
-                    true
-                }
-                polled::Progress::Waiting | polled::Progress::Reading => false,
-            }
+            let p = look(seg, c.layout().expect("layout").me, target);
+            matches!(p, polled::Progress::Released | polled::Progress::Fired)
         }
         Ticket::Line(count) => {
             let wires = seg.line_wires();
@@ -144,11 +150,10 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
         // A rank that is ready waits for the input only and may sleep on
         // it; a leader still reading its ranks' wires must keep reading
         // (nobody would wake it), so it yields instead.
-        Ticket::Polled(target) => match polled::poll(seg.tree(), &seg.polled_wires(), me, target) {
+        Ticket::Polled(target) => match look(seg, me, target) {
             polled::Progress::Reading => std::thread::yield_now(),
             polled::Progress::Waiting => sleep::polled_sleep(&FUTEX, &seg.polled_wires(), seg.sleepers(), target),
-            polled::Progress::Fired => sleep::polled_wake(&FUTEX, &seg.polled_wires(), seg.sleepers()),
-            polled::Progress::Released => {}
+            polled::Progress::Fired | polled::Progress::Released => {}
         },
     };
     let done = || released(c, t);
