@@ -19,12 +19,13 @@ use loom::thread;
 use mca_coll_hwbarr::core::{counter, line, polled, toggle};
 use mca_coll_hwbarr::sync::{relax, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
 
-/// Per-rank count of barriers entered, checked by every leaving rank.
-struct Entered(Vec<AtomicUsize>, std::sync::Arc<AtomicBool>);
+/// Per-rank count of barriers entered, checked by every leaving rank; the
+/// model's verdict, and this execution's.
+struct Entered(Vec<AtomicUsize>, std::sync::Arc<AtomicBool>, loom::sync::atomic::AtomicBool);
 
 impl Entered {
     fn new(n: usize, violated: std::sync::Arc<AtomicBool>) -> Self {
-        Entered((0..n).map(|_| AtomicUsize::new(0)).collect(), violated)
+        Entered((0..n).map(|_| AtomicUsize::new(0)).collect(), violated, loom::sync::atomic::AtomicBool::new(false))
     }
     fn enter(&self, rank: usize) {
         self.0[rank].fetch_add(1, SeqCst);
@@ -34,7 +35,19 @@ impl Entered {
     fn check_all_entered(&self, k: usize) {
         if self.0.iter().any(|e| e.load(SeqCst) < k) {
             self.1.store(true, StdOrdering::SeqCst);
+            self.2.store(true, SeqCst);
         }
+    }
+    /// Has some rank left early in this execution? (A broken core may then
+    /// leave the others waiting for ever: they stop.)
+    fn violated(&self) -> bool {
+        self.2.load(SeqCst)
+    }
+    /// Records a rank that waits on and on: a lost barrier (loom would
+    /// otherwise report only that the model ran out of branches).
+    fn stuck(&self) {
+        self.1.store(true, StdOrdering::SeqCst);
+        self.2.store(true, SeqCst);
     }
 }
 
@@ -161,25 +174,60 @@ fn line_with_a_scan_one_wire_short_is_caught() {
     assert!(line_model(2, 2, |w, c| line::is_released(&w[..w.len() - 1], c)));
 }
 
-fn polled_model(tree: polled::Tree, rounds: usize, leave_when_ready: bool) -> bool {
+/// Looks after which a polled rank counts as stuck: far more than any
+/// interleaving of a working barrier of two ranks needs (each look of a
+/// waiter follows a step of its peer, loom's `relax` being a yield).
+const STUCK_AFTER: usize = 64;
+
+/// How the polled model's ranks wait.
+#[derive(Clone, Copy, PartialEq)]
+enum Waiting {
+    /// Every rank looks (`poll`) until released.
+    Looking,
+    /// A leader that got ready leaves without waiting for the input.
+    LeavingWhenReady,
+    /// Leaders look once, at arrival, then watch the input only; the other
+    /// ranks help (`help`) at every other look.
+    LazyLeaders,
+    /// As `LazyLeaders`, but the helpers raise the root without reading.
+    RaisingBlind,
+}
+
+fn polled_model(tree: polled::Tree, rounds: usize, how: Waiting) -> bool {
     let n = tree.ranks();
     model(move |violated| {
         let tree = tree.clone();
-        let own: Arc<Vec<Line<AtomicU32>>> = Arc::new((0..n).map(|_| Line(AtomicU32::new(0))).collect());
+        let lines = || -> Arc<Vec<Line<AtomicU32>>> { Arc::new((0..n).map(|_| Line(AtomicU32::new(0))).collect()) };
+        let (own, arrived) = (lines(), lines());
         let input = Arc::new(AtomicU32::new(0));
         let entered = Arc::new(Entered::new(n, violated));
         run_ranks(n, rounds, move |r, k| {
-            let w = polled::Wires { own: &own, input: &input };
+            let w = polled::Wires { own: &own, entered: &arrived, input: &input };
             entered.enter(r);
             let (t, mut p) = polled::arrive(&tree, &w, r);
             let done = |p| match p {
                 polled::Progress::Released | polled::Progress::Fired => true,
-                polled::Progress::Waiting => leave_when_ready,
+                polled::Progress::Waiting => how == Waiting::LeavingWhenReady,
                 polled::Progress::Reading => false,
             };
+            let mut looks = 0;
             while !done(p) {
+                if entered.violated() {
+                    return;
+                }
                 relax();
-                p = polled::poll(&tree, &w, r, t);
+                looks += 1;
+                if looks > STUCK_AFTER {
+                    return entered.stuck();
+                }
+                let lazy = matches!(how, Waiting::LazyLeaders | Waiting::RaisingBlind);
+                p = match (lazy, tree.leads(r), looks % 2) {
+                    (true, true, _) if polled::is_released(&w, t) => polled::Progress::Released,
+                    (true, true, _) => polled::Progress::Reading,
+                    (true, false, 1) if how == Waiting::RaisingBlind => polled::raise(&w, 0, t),
+                    (true, false, 1) => polled::help(&tree, &w, t),
+                    _ => polled::poll(&tree, &w, r, t),
+                };
             }
             entered.check_all_entered(k);
         });
@@ -188,12 +236,26 @@ fn polled_model(tree: polled::Tree, rounds: usize, leave_when_ready: bool) -> bo
 
 #[test]
 fn polled_2_ranks_3_barriers() {
-    assert!(!polled_model(polled::Tree::new(2), 3, false), "a rank left a barrier early");
+    assert!(!polled_model(polled::Tree::new(2), 3, Waiting::Looking), "a rank left a barrier early");
 }
 
 /// A rank that leaves once its wire is raised, not waiting for the input,
 /// leaves early; loom must find that execution.
 #[test]
 fn polled_leaving_when_ready_is_caught() {
-    assert!(polled_model(polled::Tree::new(2), 1, true));
+    assert!(polled_model(polled::Tree::new(2), 1, Waiting::LeavingWhenReady));
+}
+
+/// Rank 0 looks only when it arrives; rank 1 helps it (reads its arrival
+/// and raises the input for it).
+#[test]
+fn polled_helped_2_ranks_3_barriers() {
+    assert!(!polled_model(polled::Tree::new(2), 3, Waiting::LazyLeaders), "a rank left a barrier early");
+}
+
+/// A helper that raises the input without reading rank 0's arrival
+/// releases a barrier rank 0 has not entered; loom must find that.
+#[test]
+fn polled_helper_raising_blind_is_caught() {
+    assert!(polled_model(polled::Tree::new(2), 1, Waiting::RaisingBlind));
 }

@@ -131,11 +131,11 @@ fn polled_sleeper_is_always_woken() {
         let own: Arc<Vec<Line<AtomicU32>>> = Arc::new(vec![Line(AtomicU32::new(0))]);
         let (t2, own2) = (t.clone(), own.clone());
         let releaser = thread::spawn(move || {
-            let w = polled::Wires { own: &own2, input: &t2.input };
+            let w = polled::Wires { own: &own2, entered: &own2, input: &t2.input };
             assert!(t2.input.compare_exchange(0, 1, AcqRel, Acquire).is_ok());
             sleep::polled_wake(&t2.futex, &w, &t2.sleepers);
         });
-        let w = polled::Wires { own: &own, input: &t.input };
+        let w = polled::Wires { own: &own, entered: &own, input: &t.input };
         while !polled::is_released(&w, polled::Count(1)) {
             sleep::polled_sleep(&t.futex, &w, &t.sleepers, polled::Count(1));
         }

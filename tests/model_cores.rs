@@ -36,6 +36,9 @@ enum Pc {
     PolledArrive,
     /// A polled rank looking at the wires for this target.
     PolledWait(polled::Count),
+    /// A polled helper raising the leaders it planned (`State::plans`),
+    /// one step each, for this target.
+    PolledRaise(polled::Count),
     /// Waiting for release (toggle: for this target).
     Wait(Option<toggle::Target>),
     /// Waiting for every line wire to reach this count.
@@ -48,6 +51,8 @@ struct State {
     mem: Vec<i64>,
     entered: Vec<usize>,
     pcs: Vec<(usize, Pc)>, // (barrier number, pc)
+    /// Per rank: the raises a polled helper planned and has not done yet.
+    plans: Vec<Vec<u32>>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -63,6 +68,13 @@ enum Algo {
     /// The polled barrier with ranks that leave once ready, not waiting
     /// for the input: must be caught.
     BrokenPolled,
+    /// Leaders look only when they arrive, then watch the input; the other
+    /// ranks help: plan (`polled::gathers`, one step) and raise each
+    /// planned leader in a step of its own, so that raises come late.
+    HelpedPolled,
+    /// As `HelpedPolled`, with a leader's arrival marked on its wire (as if
+    /// the two were one word): must be caught.
+    BrokenHelped,
 }
 
 struct Machine {
@@ -76,6 +88,7 @@ struct Machine {
     line: Vec<AtomicU8>,
     tree: polled::Tree,
     own: Vec<Line<AtomicU32>>,
+    arrived: Vec<Line<AtomicU32>>,
 }
 
 impl Machine {
@@ -91,6 +104,7 @@ impl Machine {
             line: (0..n).map(|_| AtomicU8::new(0)).collect(),
             tree: polled::Tree::with_width(n, width.min(n.max(2))),
             own: (0..n).map(|_| Line(AtomicU32::new(0))).collect(),
+            arrived: (0..n).map(|_| Line(AtomicU32::new(0))).collect(),
             shape,
         }
     }
@@ -101,6 +115,7 @@ impl Machine {
         v.push(self.input.load(SeqCst) as i64);
         v.extend(self.line.iter().map(|w| w.load(SeqCst) as i64));
         v.extend(self.own.iter().map(|w| w.load(SeqCst) as i64));
+        v.extend(self.arrived.iter().map(|w| w.load(SeqCst) as i64));
         v
     }
 
@@ -108,8 +123,10 @@ impl Machine {
         let (c, rest) = mem.split_at(self.n);
         let (b, rest) = rest.split_at(self.banks.len());
         let (i, rest) = rest.split_at(1);
-        let (l, o) = rest.split_at(self.n);
+        let (l, rest) = rest.split_at(self.n);
+        let (o, e) = rest.split_at(self.n);
         self.own.iter().zip(o).for_each(|(a, &v)| a.store(v as u32, SeqCst));
+        self.arrived.iter().zip(e).for_each(|(a, &v)| a.store(v as u32, SeqCst));
         self.cells.iter().zip(c).for_each(|(a, &v)| a.store(v as i32, SeqCst));
         self.banks.iter().zip(b).for_each(|(a, &v)| a.store(v as u64, SeqCst));
         self.input.store(i[0] as u32, SeqCst);
@@ -121,7 +138,24 @@ impl Machine {
     }
 
     fn polled_wires(&self) -> polled::Wires<'_> {
-        polled::Wires { own: &self.own, input: &self.input }
+        let entered = if self.algo == Algo::BrokenHelped { &self.own } else { &self.arrived };
+        polled::Wires { own: &self.own, entered, input: &self.input }
+    }
+
+    /// A lazy leader's or a helper's wait (`HelpedPolled`): Ok(true) when
+    /// released; otherwise the helper's plan, if it has one.
+    fn helped(&self, r: usize, t: polled::Count) -> Result<bool, Vec<u32>> {
+        let w = self.polled_wires();
+        if self.tree.leads(r) {
+            return Ok(polled::is_released(&w, t));
+        }
+        if polled::poll(&self.tree, &w, r, t) == polled::Progress::Released {
+            return Ok(true);
+        }
+        match polled::gathers(&self.tree, &w, t) {
+            plan if plan.is_empty() => Ok(false),
+            plan => Err(plan),
+        }
     }
 
     fn released(&self, r: usize, pc: Pc) -> bool {
@@ -149,7 +183,7 @@ impl Machine {
     /// Rank r's next step from `st` (memory already loaded), or None if it
     /// cannot move. Err on a safety violation.
     fn step(&self, st: &State, r: usize) -> Result<Option<State>, String> {
-        let (k, pc) = st.pcs[r];
+        let pc = st.pcs[r].1;
         let mut next = st.clone();
         let new_pc = match pc {
             Pc::Done => return Ok(None),
@@ -158,7 +192,7 @@ impl Machine {
                 match self.algo {
                     Algo::Toggle => Pc::ToggleBegin,
                     Algo::Line | Algo::BrokenLine => Pc::LineArrive,
-                    Algo::Polled | Algo::BrokenPolled => Pc::PolledArrive,
+                    Algo::Polled | Algo::BrokenPolled | Algo::HelpedPolled | Algo::BrokenHelped => Pc::PolledArrive,
                     Algo::Counter | Algo::BrokenCounter => Pc::Charge,
                 }
             }
@@ -185,6 +219,25 @@ impl Machine {
             },
             Pc::LineArrive => Pc::LineWait(line::arrive(&self.line, r)),
             Pc::PolledArrive => Pc::PolledWait(polled::arrive(&self.tree, &self.polled_wires(), r).0),
+            Pc::PolledRaise(t) => {
+                let leader = next.plans[r].remove(0);
+                polled::raise(&self.polled_wires(), leader as usize, t);
+                if next.plans[r].is_empty() {
+                    Pc::PolledWait(t)
+                } else {
+                    Pc::PolledRaise(t)
+                }
+            }
+            Pc::PolledWait(t) if matches!(self.algo, Algo::HelpedPolled | Algo::BrokenHelped) => {
+                match self.helped(r, t) {
+                    Ok(true) => self.leave(st, &mut next, r)?,
+                    Ok(false) => return Ok(None),
+                    Err(plan) => {
+                        next.plans[r] = plan;
+                        Pc::PolledRaise(t)
+                    }
+                }
+            }
             Pc::Wait(_) | Pc::LineWait(_) | Pc::PolledWait(_) => {
                 if !self.released(r, pc) {
                     // A poll may have moved the wires (a leader got ready):
@@ -196,15 +249,7 @@ impl Machine {
                     next.mem = mem;
                     return Ok(Some(next));
                 }
-                if let Some(q) = (0..self.n).find(|&q| st.entered[q] < k) {
-                    return Err(format!("rank {r} left barrier {k} before rank {q} entered it"));
-                }
-                next.pcs[r].0 += 1;
-                if k == self.rounds {
-                    Pc::Done
-                } else {
-                    Pc::Enter
-                }
+                self.leave(st, &mut next, r)?
             }
         };
         next.pcs[r].1 = new_pc;
@@ -217,11 +262,27 @@ impl Machine {
         Ok(Some(next))
     }
 
+    /// Rank r leaves its barrier: Err if some rank has not entered it.
+    fn leave(&self, st: &State, next: &mut State, r: usize) -> Result<Pc, String> {
+        let k = st.pcs[r].0;
+        if let Some(q) = (0..self.n).find(|&q| st.entered[q] < k) {
+            return Err(format!("rank {r} left barrier {k} before rank {q} entered it"));
+        }
+        next.pcs[r].0 += 1;
+        Ok(if k == self.rounds { Pc::Done } else { Pc::Enter })
+    }
+
     /// Explores every interleaving; returns the number of distinct states.
     fn check(&self) -> Result<usize, String> {
-        let init = State { mem: self.save(), entered: vec![0; self.n], pcs: vec![(1, Pc::Enter); self.n] };
+        let init = State {
+            mem: self.save(),
+            entered: vec![0; self.n],
+            pcs: vec![(1, Pc::Enter); self.n],
+            plans: vec![Vec::new(); self.n],
+        };
         let mut seen = HashSet::from([init.clone()]);
         let mut stack = vec![init];
+        let mut stuck = None;
         while let Some(st) = stack.pop() {
             let mut moved = false;
             for r in 0..self.n {
@@ -234,11 +295,12 @@ impl Machine {
                 }
             }
             let all_done = st.pcs.iter().all(|&(_, pc)| pc == Pc::Done);
-            if !moved && !all_done {
-                return Err(format!("stuck: no rank can move in {st:?}"));
+            if !moved && !all_done && stuck.is_none() {
+                // Searched on: a rank leaving early, if any, says more.
+                stuck = Some(format!("stuck: no rank can move in {st:?}"));
             }
         }
-        Ok(seen.len())
+        stuck.map_or(Ok(seen.len()), Err)
     }
 }
 
@@ -294,9 +356,22 @@ fn polled_is_safe_and_live() {
     }
 }
 
+/// Leaders that look only at arrival, helped by the other ranks, whose
+/// raises may come any number of steps after their reads: same trees.
+#[test]
+fn helped_polled_is_safe_and_live() {
+    for (n, rounds, width) in [(2, 4, 32), (3, 3, 32), (3, 3, 2), (4, 3, 2), (5, 3, 2), (6, 2, 2)] {
+        let states =
+            Machine::new(n, rounds, Algo::HelpedPolled, width).check().unwrap_or_else(|e| panic!("n={n}: {e}"));
+        eprintln!("helped polled n={n} rounds={rounds} width={width}: {states} states");
+        assert!(states > 10);
+    }
+}
+
 /// The search can fail: an exit rule one packet short is caught, and so
-/// is a line that takes a wire one barrier behind as arrived, and a polled
-/// rank that leaves once it is ready.
+/// is a line that takes a wire one barrier behind as arrived, a polled
+/// rank that leaves once it is ready, and a helper that takes a polled
+/// leader's arrival for its ranks' readiness.
 #[test]
 fn broken_exit_rule_is_caught() {
     let e = check(3, 2, Algo::BrokenCounter).unwrap_err();
@@ -304,5 +379,7 @@ fn broken_exit_rule_is_caught() {
     let e = check(3, 2, Algo::BrokenLine).unwrap_err();
     assert!(e.contains("before rank"), "{e}");
     let e = Machine::new(3, 2, Algo::BrokenPolled, 2).check().unwrap_err();
+    assert!(e.contains("before rank"), "{e}");
+    let e = Machine::new(4, 1, Algo::BrokenHelped, 2).check().unwrap_err();
     assert!(e.contains("before rank"), "{e}");
 }

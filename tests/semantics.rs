@@ -339,6 +339,23 @@ fn ibarrier_semantics() {
     }
 }
 
+/// A non-blocking or persistent barrier that every rank entered completes
+/// for the one rank that waits on it while the others make no MPI call
+/// (`absent`), whichever rank that is: on the polled device the waiter
+/// reads for its absent leaders (4 and 5 ranks: two L3 domains, a leader
+/// between the leaves and rank 0).
+#[test]
+fn nonblocking_barriers_complete_while_the_others_compute() {
+    for np in [2, 4, 5] {
+        for alg in ["toggle", "counter", "line", "polled"] {
+            let job = board_job(np, alg, "absent", 2 * np as u32);
+            assert!(job.ok(), "np={np} alg={alg}\n{}", job.dump());
+            assert!(!job.stderr().contains("ABSENT"), "np={np} alg={alg}\n{}", job.dump());
+            assert_eq!(job.stdout().matches("absent OK").count(), np, "{}", job.dump());
+        }
+    }
+}
+
 /// The persistent barrier started thousands of times with random delays,
 /// Wait and Test loops, inactive and freed requests, blocking barriers
 /// in between.

@@ -12,6 +12,7 @@
 //! - `soak <barriers>`: every kind of barrier on long- and short-lived communicators; memory, mappings, fds.
 //! - `lifecycle <rounds>`: communicators freed with a barrier pending, refused request frees, finalize in flight.
 //! - `threads <rounds>`: MPI_THREAD_MULTIPLE, threads creating, using and freeing communicators of their own.
+//! - `absent <rounds>`: a non-blocking barrier completes for one rank while the others make no MPI call.
 //! - `overlap <rounds>`: two MPI_Ibarrier and an MPI_Ibcast outstanding at once on rank 0: the broadcast is right.
 //! - `intercomm <rounds>`: barrier, broadcast, scatter and allreduce on an even/odd intercommunicator.
 //! - `nonblocking <iters>`: MPI_Ibarrier on three communicators completed in random orders, mixed with blocking.
@@ -20,6 +21,7 @@
 //! - `pvar <iters>`: the MPI_T performance variable `coll_hwbarr_barriers` bound to a dup and to MPI_COMM_SELF.
 //! - `first <iters>`: the first barrier on a fresh dup of the kind $HWBARR_FIRST names, then every kind in turn.
 
+mod absent;
 mod churn;
 mod die;
 mod first;
@@ -258,6 +260,7 @@ fn main() {
         "pvar" => pvar::run(&world, arg),
         "first" => first::run(&world, arg),
         "overlap" => overlap::run(&world, arg),
+        "absent" => absent::run(&world, arg),
         "lifecycle" => lifecycle::run(&world, arg),
         "threads" => threads::run(&world, arg),
         other => panic!("unknown mode {other}"),

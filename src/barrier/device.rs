@@ -110,16 +110,13 @@ fn woken(seg: &Segment, p: polled::Progress) {
 
 /// Whether `t` is released; an error (and the communicator failed) if it
 /// is not and some rank marked the device failed: that rank may never
-/// arrive.
+/// arrive. For a blocking wait (`wait`), whose leaders keep looking.
 pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     let seg = c.segment().expect("device set up");
     let done = match t {
         Ticket::Counter => counter::is_released(seg.counters(), c.layout().expect("layout").me),
         Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
-        Ticket::Polled(target) => {
-            let p = look(seg, c.layout().expect("layout").me, target);
-            matches!(p, polled::Progress::Released | polled::Progress::Fired)
-        }
+        Ticket::Polled(target) => over(look(seg, c.layout().expect("layout").me, target)),
         Ticket::Line(count) => {
             let wires = seg.line_wires();
             let done = line::is_released(wires, count);
@@ -131,6 +128,42 @@ pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
             done
         }
     };
+    unless_failed(c, seg, done)
+}
+
+/// A polled rank helps its leaders once in this many tests that find its
+/// barrier in flight: often enough that a barrier whose leader computes
+/// completes within a few microseconds of tests, rarely enough that the
+/// helpers' reads of every wire stay off the leaders' way.
+const HELP_EVERY: u32 = 16;
+
+/// Whether `t` is released, tested by a barrier in flight (MPI_Ibarrier,
+/// the persistent barrier, a node's phase of a spanning one), whose ranks
+/// may not call MPI while it is: as `released`, and on the polled device a
+/// rank whose barrier is still in flight reads for its leaders now and
+/// then (`polled::help`), so that the barrier completes for the ranks that
+/// test it, whatever its leaders do meanwhile (the other cores need no
+/// help: their last arrival releases).
+pub fn tested<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
+    let Ticket::Polled(target) = t else { return released(c, t) };
+    let seg = c.segment().expect("device set up");
+    let mut done = over(look(seg, c.layout().expect("layout").me, target));
+    if !done && seg.tick() % HELP_EVERY == HELP_EVERY - 1 {
+        let p = polled::help(seg.tree(), &seg.polled_wires(), target);
+        woken(seg, p);
+        done = over(p);
+    }
+    unless_failed(c, seg, done)
+}
+
+/// Is a polled barrier over after a look that gave `p`?
+fn over(p: polled::Progress) -> bool {
+    matches!(p, polled::Progress::Released | polled::Progress::Fired)
+}
+
+/// `Ok(done)`, unless the barrier is not done and some rank marked the
+/// device failed: then the communicator fails.
+fn unless_failed<P: P2p>(c: &Comm<P>, seg: &Segment, done: bool) -> Result<bool, c_int> {
     if !done && seg.failed() {
         c.fail(ERROR);
         return Err(ERROR);

@@ -182,7 +182,7 @@ fn local<P: P2p>(st: &Comm<P>, t: &Layout, core: Core) -> Result<Local<P>, c_int
 
 fn local_done<P: P2p>(st: &Comm<P>, l: &mut Local<P>) -> Result<bool, c_int> {
     match l {
-        Local::Device(ticket) => device::released(st, *ticket),
+        Local::Device(ticket) => device::tested(st, *ticket),
         Local::Linear(op) => op.poll(),
     }
 }

@@ -83,7 +83,7 @@ impl<P: P2p> Op<P> {
                     Ok(true)
                 }
             },
-            Op::Device(t) => device::released(c, *t),
+            Op::Device(t) => device::tested(c, *t),
             Op::Hier(h) => h.poll(c),
             Op::Linear(op) => op.poll(),
         }

@@ -23,6 +23,13 @@
 //! long over (the express lane tests tickets it cannot tell from current
 //! ones): counts, not bits, let it see that, and its writes are
 //! compare-and-swaps from the barrier before, so a late one changes nothing.
+//!
+//! A leader also marks its arrival on a line of its own (`entered`), so
+//! that any rank can do its reading for it (`help`): a non-blocking barrier
+//! whose leader computes without calling MPI still completes for the ranks
+//! that test it, as the toggle and counter barriers do (their last arrival
+//! releases). The same compare-and-swaps make a helper's late or
+//! concurrent write harmless.
 
 use crate::sync::{AtomicU32, Line, Ordering};
 
@@ -47,6 +54,8 @@ pub const MAX_FAN_IN: usize = 32;
 pub struct Tree {
     /// Per rank: the ranks whose wires it reads (empty unless it leads).
     children: Vec<Vec<u32>>,
+    /// Per rank: the rank that reads its wire (none for rank 0).
+    parent: Vec<Option<u32>>,
     /// Groups formed at each level, bottom up (for verbose output).
     levels: Vec<usize>,
 }
@@ -76,7 +85,7 @@ impl Tree {
     fn build(keys: Vec<Vec<Option<u32>>>, width: usize) -> Tree {
         let n = keys.len();
         assert!(n >= 1, "a barrier needs at least one rank");
-        let mut t = Tree { children: vec![Vec::new(); n], levels: Vec::new() };
+        let mut t = Tree { children: vec![Vec::new(); n], parent: vec![None; n], levels: Vec::new() };
         // Climbers of the current level: (key, rank), in rank order.
         let mut climbers: Vec<(Vec<Option<u32>>, u32)> = keys.into_iter().zip(0..).collect();
         let mut first = true;
@@ -109,6 +118,11 @@ impl Tree {
                 t.levels.push(formed);
             }
         }
+        for p in 0..n {
+            for &c in &t.children[p] {
+                t.parent[c as usize] = Some(p as u32);
+            }
+        }
         t
     }
 
@@ -122,6 +136,16 @@ impl Tree {
         &self.children[rank]
     }
 
+    /// The rank that reads `rank`'s wire (none for rank 0).
+    pub fn parent(&self, rank: usize) -> Option<usize> {
+        self.parent[rank].map(|p| p as usize)
+    }
+
+    /// Does `rank` read wires (the root always does, if only none)?
+    pub fn leads(&self, rank: usize) -> bool {
+        rank == 0 || !self.children[rank].is_empty()
+    }
+
     /// Groups per level, bottom up ("24/1"), for verbose output.
     pub fn describe(&self) -> String {
         let per: Vec<String> = self.levels.iter().map(|g| g.to_string()).collect();
@@ -133,6 +157,9 @@ impl Tree {
 pub struct Wires<'a> {
     /// Each rank's output wire, on its own line.
     pub own: &'a [Line<AtomicU32>],
+    /// Each leader's arrival (the count of the barrier it entered last),
+    /// on a line of its own: its wire says more (its ranks are ready too).
+    pub entered: &'a [Line<AtomicU32>],
     /// The input wire every rank reads (all inputs flip together).
     pub input: &'a AtomicU32,
 }
@@ -152,20 +179,22 @@ pub enum Progress {
 }
 
 /// Enters a barrier as `rank`: reads the input and, if it leads nobody,
-/// raises its wire. Returns the input value to wait for and the first look
-/// (a leader whose ranks are all ready is ready at once; the root then
-/// fires).
+/// raises its wire (a leader marks its arrival). Returns the input value to
+/// wait for and the first look (a leader whose ranks are all ready is ready
+/// at once; the root then fires).
 ///
 /// The caller must not enter again before the previous barrier released it.
 pub fn arrive(tree: &Tree, w: &Wires, rank: usize) -> (Count, Progress) {
-    debug_assert!(rank < tree.ranks() && w.own.len() >= tree.ranks());
+    debug_assert!(rank < tree.ranks() && w.own.len() >= tree.ranks() && w.entered.len() >= tree.ranks());
     let target = Count(w.input.load(Ordering::Acquire).wrapping_add(1));
-    if tree.children[rank].is_empty() && rank != 0 {
-        // Release: what we did before the barrier is seen by whoever sees
-        // our wire (and, through its own release, by every rank).
+    // Release: what we did before the barrier is seen by whoever sees
+    // our wire (and, through its own release, by every rank), or our
+    // arrival if it reads for us (`help`).
+    if !tree.leads(rank) {
         w.own[rank].store(target.0, Ordering::Release);
         return (target, Progress::Waiting);
     }
+    w.entered[rank].store(target.0, Ordering::Release);
     (target, poll(tree, w, rank, target))
 }
 
@@ -182,7 +211,7 @@ pub fn poll(tree: &Tree, w: &Wires, rank: usize, target: Count) -> Progress {
     if rank != 0 && w.own[rank].load(Ordering::Relaxed) == target.0 {
         return Progress::Waiting;
     }
-    if tree.children[rank].is_empty() && rank != 0 {
+    if !tree.leads(rank) {
         // A rank that leads nobody raised its wire when it arrived.
         return Progress::Waiting;
     }
@@ -192,10 +221,16 @@ pub fn poll(tree: &Tree, w: &Wires, rank: usize, target: Count) -> Progress {
     if !ready {
         return Progress::Reading;
     }
-    // From the barrier before only: if this look is late (loaded the
-    // wires of a barrier since completed), the word has moved on and the
-    // swap fails. Release: the chain of readiness carries every rank's
-    // writes before the barrier to every rank released.
+    raise(w, rank, target)
+}
+
+/// Raises leader `rank`'s wire, or at the root advances the input, for the
+/// barrier of `target`: the caller saw the leader arrived and every rank
+/// it reads ready. From the barrier before only: if the caller's look is
+/// late (loaded the wires of a barrier since completed), the word has
+/// moved on and the swap fails. Release: the chain of readiness carries
+/// every rank's writes before the barrier to every rank released.
+pub fn raise(w: &Wires, rank: usize, target: Count) -> Progress {
     let from_before = |word: &AtomicU32| {
         word.compare_exchange(target.before(), target.0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
     };
@@ -205,6 +240,49 @@ pub fn poll(tree: &Tree, w: &Wires, rank: usize, target: Count) -> Progress {
     }
     from_before(&w.own[rank]);
     Progress::Waiting
+}
+
+/// The reading a helper can do for the leaders of the barrier of `target`,
+/// as the leaders it can raise, each after the ones it reads (`raise` them
+/// in order): a leader that arrived and whose ranks are ready or in the
+/// list before it. Empty once the barrier is released, or if nothing can
+/// be done yet.
+pub fn gathers(tree: &Tree, w: &Wires, target: Count) -> Vec<u32> {
+    /// Is `rank`'s wire ready, given the raises already planned?
+    fn ready(tree: &Tree, w: &Wires, rank: usize, target: Count, plan: &mut Vec<u32>) -> bool {
+        if rank != 0 && w.own[rank].load(Ordering::Acquire) == target.0 {
+            return true;
+        }
+        if !tree.leads(rank) || w.entered[rank].load(Ordering::Acquire) != target.0 {
+            return false;
+        }
+        // Stops at the first rank not ready: the barrier cannot complete
+        // before it is, and once every rank entered, one call raises all.
+        let all = tree.children[rank].iter().all(|&c| ready(tree, w, c as usize, target, plan));
+        if all {
+            plan.push(rank as u32);
+        }
+        all
+    }
+    let mut plan = Vec::new();
+    if !released(w.input.load(Ordering::Acquire), target) {
+        ready(tree, w, 0, target, &mut plan);
+    }
+    plan
+}
+
+/// Does every leader's reading that can be done for the barrier of `target`
+/// (`gathers`, then `raise` each): any rank may call it, for a barrier it
+/// entered. `Fired` if it advanced the input.
+pub fn help(tree: &Tree, w: &Wires, target: Count) -> Progress {
+    if released(w.input.load(Ordering::Acquire), target) {
+        return Progress::Released;
+    }
+    let mut last = Progress::Waiting;
+    for leader in gathers(tree, w, target) {
+        last = raise(w, leader as usize, target);
+    }
+    last
 }
 
 /// Does an input reading `input` release the barrier of `target` (or a
@@ -226,8 +304,22 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
 
-    fn alloc(n: usize) -> (Vec<Line<AtomicU32>>, AtomicU32) {
-        ((0..n).map(|_| Line(AtomicU32::new(0))).collect(), AtomicU32::new(0))
+    /// The wires of `n` ranks, all zero.
+    struct Mem {
+        own: Vec<Line<AtomicU32>>,
+        entered: Vec<Line<AtomicU32>>,
+        input: AtomicU32,
+    }
+
+    impl Mem {
+        fn new(n: usize) -> Mem {
+            let lines = || (0..n).map(|_| Line(AtomicU32::new(0))).collect();
+            Mem { own: lines(), entered: lines(), input: AtomicU32::new(0) }
+        }
+
+        fn wires(&self) -> Wires<'_> {
+            Wires { own: &self.own, entered: &self.entered, input: &self.input }
+        }
     }
 
     /// Every rank but 0 is read by exactly one rank, and following the
@@ -313,8 +405,8 @@ mod tests {
     fn root_fires_once_all_arrived() {
         for t in [Tree::new(1), Tree::new(2), Tree::new(70), Tree::with_width(9, 2)] {
             let n = t.ranks();
-            let (own, input) = alloc(n);
-            let w = Wires { own: &own, input: &input };
+            let m = Mem::new(n);
+            let w = m.wires();
             for round in 0..4u32 {
                 let mut targets = Vec::new();
                 for r in (0..n).rev() {
@@ -352,8 +444,8 @@ mod tests {
     fn a_late_look_changes_nothing() {
         for (t, looker) in [(Tree::new(2), 0), (Tree::with_width(4, 2), 2), (Tree::with_width(4, 2), 0)] {
             let n = t.ranks();
-            let (own, input) = alloc(n);
-            let w = Wires { own: &own, input: &input };
+            let m = Mem::new(n);
+            let (w, own, input) = (m.wires(), &m.own, &m.input);
             let mut first = None;
             for _ in 0..2 {
                 for r in (0..n).rev() {
@@ -374,9 +466,52 @@ mod tests {
             }
             let wires: Vec<u32> = own.iter().map(|o| o.load(Ordering::SeqCst)).collect();
             assert_eq!(poll(&t, &w, looker, stale), Progress::Released);
+            assert_eq!(help(&t, &w, stale), Progress::Released);
+            assert!(gathers(&t, &w, stale).is_empty());
             assert_eq!(input.load(Ordering::SeqCst), before, "the input moved");
             let after: Vec<u32> = own.iter().map(|o| o.load(Ordering::SeqCst)).collect();
             assert_eq!(after, wires, "a wire moved");
+        }
+    }
+
+    /// Leaders that arrive and then look no more (an MPI_Ibarrier whose
+    /// leader computes): any rank's help completes the barrier once every
+    /// rank entered, and not before; a raise planned before the barrier
+    /// completed and done after it changes nothing.
+    #[test]
+    fn helpers_complete_a_barrier_whose_leaders_do_not_look() {
+        let paths: Vec<[Option<u32>; 2]> = (0..12u32).map(|r| [Some(r % 2), Some(r % 4)]).collect();
+        for t in [Tree::new(2), Tree::new(5), Tree::with_width(9, 2), Tree::grouped(&paths)] {
+            let n = t.ranks();
+            let m = Mem::new(n);
+            let w = m.wires();
+            for round in 1..=3u32 {
+                // Leaders first, so that their one look finds ranks missing;
+                // a help after every arrival (by any rank: it needs none).
+                let mut order: Vec<usize> = (0..n).filter(|&r| t.leads(r)).collect();
+                order.extend((0..n).filter(|&r| !t.leads(r)));
+                let mut stale = Vec::new();
+                for (i, &r) in order.iter().enumerate() {
+                    let (target, p) = arrive(&t, &w, r);
+                    assert_eq!(target, Count(round));
+                    let last = i + 1 == n;
+                    assert!(p != Progress::Fired, "n={n}: rank {r} fired with a leaf missing");
+                    if i + 2 == n {
+                        // What a helper could raise with one rank missing,
+                        // raised again once the barrier is over.
+                        stale = gathers(&t, &w, target);
+                    }
+                    let h = help(&t, &w, target);
+                    assert_eq!(is_released(&w, target), last, "n={n} round {round}: released after {} of {n}", i + 1);
+                    assert_eq!(h == Progress::Fired, last, "n={n}");
+                }
+                let snapshot = |m: &Mem| -> Vec<u32> { m.own.iter().map(|o| o.load(Ordering::SeqCst)).collect() };
+                let before = (snapshot(&m), m.input.load(Ordering::SeqCst));
+                for leader in stale {
+                    raise(&w, leader as usize, Count(round));
+                }
+                assert_eq!((snapshot(&m), m.input.load(Ordering::SeqCst)), before, "a late raise wrote");
+            }
         }
     }
 
@@ -384,10 +519,10 @@ mod tests {
     #[test]
     fn counts_wrap() {
         let t = Tree::new(3);
-        let (own, input) = alloc(3);
-        input.store(u32::MAX - 1, Ordering::SeqCst);
-        own.iter().for_each(|o| o.store(u32::MAX - 1, Ordering::SeqCst));
-        let w = Wires { own: &own, input: &input };
+        let m = Mem::new(3);
+        m.input.store(u32::MAX - 1, Ordering::SeqCst);
+        m.own.iter().chain(&m.entered).for_each(|o| o.store(u32::MAX - 1, Ordering::SeqCst));
+        let w = m.wires();
         for want in [u32::MAX, 0, 1] {
             let all: Vec<(Count, Progress)> = (0..3).rev().map(|r| arrive(&t, &w, r)).collect();
             let c = all[2];
@@ -397,22 +532,31 @@ mod tests {
     }
 
     /// Threads as ranks: none leaves barrier k before all entered it.
-    fn threads_through(tree: Tree, rounds: usize) {
+    /// `lazy`: leaders look only when they arrive and then wait for the
+    /// input, and the ranks that lead nobody help at every other look.
+    fn threads_through(tree: Tree, rounds: usize, lazy: bool) {
         let n = tree.ranks();
-        let (own, input) = alloc(n);
-        let shared = Arc::new((tree, own, input, AtomicUsize::new(0)));
+        let shared = Arc::new((tree, Mem::new(n), AtomicUsize::new(0)));
         let hs: Vec<_> = (0..n)
             .map(|r| {
                 let sh = shared.clone();
                 std::thread::spawn(move || {
-                    let (t, own, input, entered) = &*sh;
-                    let w = Wires { own, input };
+                    let (t, m, entered) = &*sh;
+                    let w = m.wires();
                     for k in 1..=rounds {
                         entered.fetch_add(1, Ordering::SeqCst);
                         let (target, mut p) = arrive(t, &w, r);
+                        let mut looks = 0;
                         while !matches!(p, Progress::Released | Progress::Fired) {
                             std::thread::yield_now();
-                            p = poll(t, &w, r, target);
+                            looks += 1;
+                            p = match (lazy, t.leads(r)) {
+                                (false, _) => poll(t, &w, r, target),
+                                (true, true) if is_released(&w, target) => Progress::Released,
+                                (true, true) => Progress::Waiting,
+                                (true, false) if looks % 2 == 0 => help(t, &w, target),
+                                (true, false) => poll(t, &w, r, target),
+                            };
                         }
                         assert!(entered.load(Ordering::SeqCst) >= k * n, "rank {r} left barrier {k} early");
                     }
@@ -426,12 +570,14 @@ mod tests {
 
     #[test]
     fn threads_never_leave_early() {
-        for (t, rounds) in
-            [(Tree::new(2), 3000), (Tree::new(5), 2000), (Tree::with_width(7, 2), 1000), (Tree::new(40), 200)]
-        {
-            threads_through(t, rounds);
+        for lazy in [false, true] {
+            for (t, rounds) in
+                [(Tree::new(2), 3000), (Tree::new(5), 2000), (Tree::with_width(7, 2), 1000), (Tree::new(40), 200)]
+            {
+                threads_through(t, rounds, lazy);
+            }
+            let paths: Vec<[Option<u32>; 2]> = (0..12u32).map(|r| [Some(r % 2), Some(r % 4)]).collect();
+            threads_through(Tree::grouped(&paths), 500, lazy);
         }
-        let paths: Vec<[Option<u32>; 2]> = (0..12u32).map(|r| [Some(r % 2), Some(r % 4)]).collect();
-        threads_through(Tree::grouped(&paths), 500);
     }
 }

@@ -33,7 +33,9 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// Version 5: the device's segment holds the polled barrier's wires (a
 /// line per rank, before the places), and the algorithm word may be 5
 /// (`polled`).
-pub const PROTOCOL: u64 = 5;
+/// Version 6: a second line per rank after the polled wires, where a
+/// polled leader marks its arrival (so that others can read for it).
+pub const PROTOCOL: u64 = 6;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
 /// This rank's protocol version: `PROTOCOL`; in unit tests, where threads

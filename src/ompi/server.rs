@@ -255,7 +255,7 @@ impl Watched for Server {
         let mut finished = 0;
         // The express lane without a lock: the common case.
         let c = &self.comm;
-        if let Polled::Claimed(req, outcome) = self.express.poll(|t| c.failing(c.contained(|| device::released(c, t)))) {
+        if let Polled::Claimed(req, outcome) = self.express.poll(|t| c.failing(c.contained(|| device::tested(c, t)))) {
             probe::stamp(Point::Seen);
             self.finish_express(req, outcome, Finisher::Progress);
             probe::stamp(Point::Completed);

@@ -52,6 +52,7 @@ pub struct Layout {
     line_at: usize,
     doorbell: usize,
     own_at: usize,
+    entered_at: usize,
     pub len: usize,
 }
 
@@ -69,7 +70,8 @@ impl Layout {
         let doorbell = asleep_at + ranks * line;
         let line_at = doorbell + line;
         let own_at = line_at + ranks.div_ceil(line) * line;
-        let places_at = own_at + ranks * line;
+        let entered_at = own_at + ranks * line;
+        let places_at = entered_at + ranks * line;
         let end = places_at + ranks * std::mem::size_of::<u64>();
         let page = 4096;
         Layout {
@@ -84,6 +86,7 @@ impl Layout {
             line_at,
             doorbell,
             own_at,
+            entered_at,
             len: end.div_ceil(page) * page,
         }
     }
@@ -107,6 +110,9 @@ pub struct Segment {
     /// The toggle barrier's bank tree and the polled barrier's tree, fixed
     /// when the device is sealed.
     shape: Option<(Shape, Tree)>,
+    /// This process's tests of barriers in flight on the device, counted
+    /// to pace the polled barrier's help (`barrier::device::tested`).
+    tests: std::sync::atomic::AtomicU32,
 }
 
 // SAFETY: the mapping is plain shared memory accessed only through atomics;
@@ -144,7 +150,7 @@ impl Segment {
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: Some(file.into()), shape: None };
+        let seg = Segment { base, layout, fd: Some(file.into()), shape: None, tests: Default::default() };
         // SAFETY: the header lies inside the fresh mapping, which no other
         // process knows yet, and is suitably aligned (page start).
         unsafe {
@@ -177,7 +183,7 @@ impl Segment {
             return Err(bad("segment has an unexpected size"));
         }
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: None, shape: None };
+        let seg = Segment { base, layout, fd: None, shape: None, tests: Default::default() };
         // SAFETY: the header lies at the start of the mapping just made.
         let h = unsafe { base.cast::<Header>().as_ptr().read() };
         if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
@@ -207,17 +213,30 @@ impl Segment {
         &self.shape.as_ref().expect("a sealed device").1
     }
 
-    /// The polled barrier's wires: a line per rank, and the toggle
-    /// barrier's input (a communicator runs one core, so they share it).
+    /// The polled barrier's wires: two lines per rank (its wire, its
+    /// arrival if it leads), and the toggle barrier's input (a
+    /// communicator runs one core, so they share it).
     pub fn polled_wires(&self) -> polled::Wires<'_> {
         let l = &self.layout;
         // SAFETY: as in `wires`: inside the mapping, 128-byte aligned,
         // zero-initialised.
-        unsafe { polled::Wires { own: self.slice::<Line<AtomicU32>>(l.own_at, l.ranks), input: self.wires().input } }
+        unsafe {
+            polled::Wires {
+                own: self.slice::<Line<AtomicU32>>(l.own_at, l.ranks),
+                entered: self.slice::<Line<AtomicU32>>(l.entered_at, l.ranks),
+                input: self.wires().input,
+            }
+        }
     }
 
     pub fn layout(&self) -> Layout {
         self.layout
+    }
+
+    /// Counts one more test of a barrier in flight; returns the count
+    /// before (wrapping). Only pacing rides on it: no order needed.
+    pub fn tick(&self) -> u32 {
+        self.tests.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     fn token(&self) -> u64 {
@@ -335,9 +354,12 @@ mod tests {
         assert_eq!(l.banks_at % 128, 0);
         assert_eq!(l.counters_at % 128, 0);
         assert_eq!((l.line_at % 128, l.doorbell % 128, l.own_at % 128), (0, 0, 0));
-        assert!(l.line_at + 8 <= l.own_at && l.own_at + 8 * 128 <= l.places_at);
+        assert_eq!(l.entered_at % 128, 0);
+        assert!(
+            l.line_at + 8 <= l.own_at && l.own_at + 8 * 128 <= l.entered_at && l.entered_at + 8 * 128 <= l.places_at
+        );
         assert_eq!(Layout::new(200).own_at - Layout::new(200).line_at, 256);
-        assert!(Layout::new(1000).len >= 128 * (3 * 1000 + 16 + 3));
+        assert!(Layout::new(1000).len >= 128 * (4 * 1000 + 16 + 3));
     }
 
     #[test]

@@ -1,0 +1,66 @@
+//! `absent <rounds>`: in each round every rank starts a non-blocking
+//! barrier (MPI_Ibarrier, or the persistent barrier every other round), and
+//! then all but one rank "compute": they make no MPI call until that rank
+//! has completed the barrier (it says so on the board). MPI's progress rule
+//! lets such a barrier wait for the absent ranks; hwbarr's designs do not
+//! need to: a barrier that every rank entered completes for the ranks that
+//! test it (the last arrival releases, or a waiter reads for the leaders).
+//! A round whose present rank has not completed within 3 s is reported
+//! ("ABSENT: ..."), and the absent ranks then call MPI, so that the job
+//! runs on and ends either way. The present rank goes round the communicator.
+
+use crate::*;
+
+/// Board slot of the present rank's "done" marks (column 0: the round).
+const DONE_SLOT: usize = SLOTS - 1;
+
+pub fn run(world: &SimpleCommunicator, rounds: u64) {
+    let board = Board::open();
+    let me = world.rank() as usize;
+    let n = world.size() as usize;
+    let mut t = Tested::new(world.duplicate(), 0, me);
+    let mut p = Raw::persistent(&t.comm);
+    let done = board.cell(DONE_SLOT, 0);
+    let mut late = 0;
+    for round in 1..=rounds {
+        let present = (round as usize) % n;
+        let persistent = round % 2 == 0;
+        // A blocking barrier first, so that the absent ranks are in this
+        // round's computation before the present rank could finish.
+        t.checked_barrier(&board, me);
+        let k = t.enter(&board, me);
+        let mut ib = if persistent {
+            p.start();
+            None
+        } else {
+            Some(Raw::ibarrier(&t.comm))
+        };
+        let req = ib.as_mut().unwrap_or(&mut p);
+        if me == present {
+            req.wait();
+            check_after(&t, &board, me, k);
+            done.store(round, SeqCst);
+        } else {
+            let since = std::time::Instant::now();
+            while done.load(SeqCst) < round {
+                if since.elapsed() > std::time::Duration::from_secs(3) {
+                    eprintln!(
+                        "ABSENT: world rank {me}, round {round}: rank {present}'s {} barrier not complete after 3 s \
+                         without MPI calls of the others",
+                        if persistent { "persistent" } else { "non-blocking" }
+                    );
+                    late += 1;
+                    break;
+                }
+                std::hint::spin_loop();
+                std::thread::yield_now();
+            }
+            req.wait();
+            check_after(&t, &board, me, k);
+        }
+    }
+    p.free();
+    if late == 0 {
+        println!("rank {me}: absent OK ({rounds} rounds)");
+    }
+}
