@@ -238,6 +238,12 @@ impl<P: P2p> Comm<P> {
         Settings { algorithm, inter: self.opts.inter }
     }
 
+    /// Did this rank ask for `auto`? (Then any resolution of rank 0's is
+    /// its wish too.)
+    pub fn asks_auto(&self) -> bool {
+        self.opts.requested == Algorithm::Auto
+    }
+
     /// Whether this rank's waits keep their core (the automatic policy
     /// found a core per rank, or the user asked to spin): `auto`'s fact
     /// for the trees (`Algorithm::for_node`). Rank 0's decides.

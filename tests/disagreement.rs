@@ -77,6 +77,34 @@ fn agreeing_ranks_print_no_disagreement() {
     assert!(disagreement_lines(&job.stderr()).is_empty(), "{}", job.dump());
 }
 
+/// Every rank asks `auto`, but rank 0 spins (a core of its own) and the
+/// others, 4 ranks on 2 cores, sleep: they would resolve `auto` to
+/// different algorithms. Rank 0's resolution serves every rank, and that is
+/// no disagreement.
+#[test]
+fn auto_resolved_differently_is_no_disagreement() {
+    let b = board();
+    let ctx = |idle: Option<&str>| {
+        let mut v = vec!["OMPI_MCA_coll_hwbarr_algorithm=auto".to_string(), "HWBARR_FIRST=order-a".into()];
+        v.extend(idle.map(|i| format!("OMPI_MCA_coll_hwbarr_idle={i}")));
+        v.push("HWBARR_BOARD".into());
+        v
+    };
+    let job = mpmd(
+        &[(1, ctx(Some("spin"))), (3, ctx(None))],
+        &[],
+        &[],
+        &[("coll_hwbarr_verbose", "1")],
+        &[("HWBARR_BOARD", b.to_str().unwrap())],
+        &["first", "20"],
+        120,
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert!(disagreement_lines(&job.stderr()).is_empty(), "{}", job.dump());
+    assert!(job.stderr().contains("barriers served by polled (auto: 4 ranks"), "{}", job.dump());
+}
+
 /// Across fake nodes, nodea's ranks asking for toggle and the counter
 /// broadcast, nodeb's for counter and dissemination: rank 0 (on nodea)
 /// names both parameters, every rank runs toggle and the counter

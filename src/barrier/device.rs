@@ -53,7 +53,8 @@ impl Packed for Ticket {
 /// One node, first barrier: starts the device exchange among every rank.
 pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>, c_int> {
     let t = c.layout().expect("one-node layout");
-    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, c.settings(), c.place(t.me), Some(lookout))
+    let asked = (c.settings(), c.asks_auto());
+    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout))
 }
 
 /// The blocking barrier on a ready device: enter and wait.

@@ -87,7 +87,8 @@ impl<P: P2p> HierOp<P> {
                         let boot = if alone || !device {
                             None
                         } else {
-                            Some(DeviceExchange::start(st.p2p().clone(), &t.local, t.me, settings, st.place(t.me), None)?)
+                            let (p2p, place) = (st.p2p().clone(), st.place(t.me));
+                            Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None)?)
                         };
                         st.adopt_layout(t, agreed);
                         match boot {

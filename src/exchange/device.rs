@@ -91,6 +91,10 @@ pub struct DeviceExchange<P: P2p> {
     /// Our index in `members`.
     me: usize,
     settings: Settings,
+    /// Our algorithm was `auto` resolved here: we tell rank 0 `auto`, which
+    /// takes its resolution (the ranks may see different facts, e.g. their
+    /// waiting policy) and is no disagreement.
+    auto: bool,
     flight: Flight<P>,
     stage: Stage,
     /// Peer: where rank 0's offer arrives.
@@ -115,14 +119,15 @@ pub struct DeviceExchange<P: P2p> {
 
 impl<P: P2p> DeviceExchange<P> {
     /// Starts the exchange among `members` (ranks of `p2p`'s communicator;
-    /// at least 2) as `members[me]`, with our `settings` (rank 0's win) and
-    /// our `place` in the node's caches (the toggle tree follows them);
-    /// `lookout` when it is the communicator's first exchange.
+    /// at least 2) as `members[me]`, with our `settings` (rank 0's win;
+    /// `auto`: their algorithm is `auto` resolved) and our `place` in the
+    /// node's caches (the trees follow them); `lookout` when it is the
+    /// communicator's first exchange.
     pub fn start(
         p2p: P,
         members: &[c_int],
         me: usize,
-        settings: Settings,
+        (settings, auto): (Settings, bool),
         place: Place,
         lookout: Option<Lookout>,
     ) -> Result<DeviceExchange<P>, c_int> {
@@ -131,6 +136,7 @@ impl<P: P2p> DeviceExchange<P> {
             members: members.to_vec(),
             me,
             settings,
+            auto,
             flight: Flight::new(p2p),
             stage: Stage::Offer,
             offer: None,
@@ -220,7 +226,8 @@ impl<P: P2p> DeviceExchange<P> {
         // The verdict's receive before our answer: if it cannot be posted,
         // rank 0 gets a failure notice instead of an answer.
         self.verdict_slot = Some(self.flight.recv(VERDICT_WORDS, creator)?);
-        let [s0, s1] = self.settings.words();
+        let asked = if self.auto { Settings { algorithm: Algorithm::Auto, ..self.settings } } else { self.settings };
+        let [s0, s1] = asked.words();
         self.flight.send(&[words::hello(), status, s0, s1], creator)?;
         Ok(())
     }
@@ -401,8 +408,9 @@ mod tests {
                 assert_eq!(words::protocol(), v, "rank {me}");
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
-            let s = Settings { algorithm: algs[me], inter: None };
-            let mut b = DeviceExchange::start(ep, &members, me, s, Place::UNKNOWN, None).unwrap();
+            let s = Settings { algorithm: algs[me].for_node(n, me.is_multiple_of(2)), inter: None };
+            let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None)
+                .unwrap();
             loop {
                 if let Some(a) = b.poll().unwrap() {
                     return a;
@@ -447,6 +455,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Ranks asking `auto` that resolve it differently (here: even ranks
+    /// have a core each, odd ones share) take rank 0's resolution without
+    /// a word; a rank naming another algorithm is still named.
+    #[test]
+    fn auto_is_rank_0s_resolution_and_no_disagreement() {
+        use Algorithm::*;
+        let out = exchange(&[Auto, Auto, Auto, Auto]);
+        let want = Auto.for_node(4, true);
+        assert_ne!(want, Auto.for_node(4, false), "the test needs the two facts to differ");
+        assert!(out.iter().all(|(a, seg)| seg.is_some() && a.algorithm == want));
+        assert!(out[0].0.disagreement.is_none(), "{:?}", out[0].0.disagreement);
+        let out = exchange(&[Auto, Auto, Counter, Auto]);
+        assert!(out.iter().all(|(a, _)| a.algorithm == want));
+        let d = out[0].0.disagreement.as_deref().expect("rank 2 named");
+        assert!(d.contains("counter on rank 2") && !d.contains("rank 1"), "{d}");
     }
 
     #[test]
