@@ -9,7 +9,9 @@
 //! after every rank entered k), counter bounds ([-(n-1), n-1]), and
 //! liveness (no state where ranks are left but none can move: a waiter is
 //! a guard that is enabled once released, so there is no spinning to hide
-//! a livelock, and every run ends with all ranks done). Weak-memory
+//! a livelock, and every run ends with all ranks done; where ranks do move
+//! while waiting, as polled helpers do, every reachable state must still
+//! reach the end). Weak-memory
 //! outcomes for 2 ranks are covered by loom (`tests/loom_cores.rs`).
 //!
 //! The line barrier's `is_released` reads every wire; here it is one step.
@@ -17,7 +19,7 @@
 //! arrived (k or k+1) keeps reading so until that rank leaves.
 #![cfg(not(loom))]
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use mca_coll_hwbarr::core::{counter, line, polled, toggle};
 use mca_coll_hwbarr::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line, Ordering::SeqCst};
@@ -75,6 +77,10 @@ enum Algo {
     /// As `HelpedPolled`, with a leader's arrival marked on its wire (as if
     /// the two were one word): must be caught.
     BrokenHelped,
+    /// As `HelpedPolled`, with every raise of a helper for the barrier
+    /// after (so it always fails): the helpers move for ever and the
+    /// barrier never completes, which must be caught.
+    FutileHelped,
 }
 
 struct Machine {
@@ -192,7 +198,11 @@ impl Machine {
                 match self.algo {
                     Algo::Toggle => Pc::ToggleBegin,
                     Algo::Line | Algo::BrokenLine => Pc::LineArrive,
-                    Algo::Polled | Algo::BrokenPolled | Algo::HelpedPolled | Algo::BrokenHelped => Pc::PolledArrive,
+                    Algo::Polled
+                    | Algo::BrokenPolled
+                    | Algo::HelpedPolled
+                    | Algo::BrokenHelped
+                    | Algo::FutileHelped => Pc::PolledArrive,
                     Algo::Counter | Algo::BrokenCounter => Pc::Charge,
                 }
             }
@@ -221,14 +231,15 @@ impl Machine {
             Pc::PolledArrive => Pc::PolledWait(polled::arrive(&self.tree, &self.polled_wires(), r).0),
             Pc::PolledRaise(t) => {
                 let leader = next.plans[r].remove(0);
-                polled::raise(&self.polled_wires(), leader as usize, t);
+                let count = if self.algo == Algo::FutileHelped { polled::Count(t.0 + 1) } else { t };
+                polled::raise(&self.polled_wires(), leader as usize, count);
                 if next.plans[r].is_empty() {
                     Pc::PolledWait(t)
                 } else {
                     Pc::PolledRaise(t)
                 }
             }
-            Pc::PolledWait(t) if matches!(self.algo, Algo::HelpedPolled | Algo::BrokenHelped) => {
+            Pc::PolledWait(t) if matches!(self.algo, Algo::HelpedPolled | Algo::BrokenHelped | Algo::FutileHelped) => {
                 match self.helped(r, t) {
                     Ok(true) => self.leave(st, &mut next, r)?,
                     Ok(false) => return Ok(None),
@@ -280,27 +291,59 @@ impl Machine {
             pcs: vec![(1, Pc::Enter); self.n],
             plans: vec![Vec::new(); self.n],
         };
-        let mut seen = HashSet::from([init.clone()]);
-        let mut stack = vec![init];
+        // Every state once, with its successors, for the liveness check.
+        let mut index = HashMap::from([(init.clone(), 0usize)]);
+        let mut states = vec![init];
+        let mut succ: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut stack = vec![0usize];
         let mut stuck = None;
-        while let Some(st) = stack.pop() {
+        while let Some(i) = stack.pop() {
+            let st = states[i].clone();
             let mut moved = false;
             for r in 0..self.n {
                 self.load(&st.mem);
                 if let Some(next) = self.step(&st, r)? {
                     moved = true;
-                    if seen.insert(next.clone()) {
-                        stack.push(next);
-                    }
+                    let j = *index.entry(next.clone()).or_insert_with(|| {
+                        states.push(next);
+                        succ.push(Vec::new());
+                        stack.push(states.len() - 1);
+                        states.len() - 1
+                    });
+                    succ[i].push(j);
                 }
             }
-            let all_done = st.pcs.iter().all(|&(_, pc)| pc == Pc::Done);
-            if !moved && !all_done && stuck.is_none() {
+            if !moved && !st.pcs.iter().all(|&(_, pc)| pc == Pc::Done) && stuck.is_none() {
                 // Searched on: a rank leaving early, if any, says more.
                 stuck = Some(format!("stuck: no rank can move in {st:?}"));
             }
         }
-        stuck.map_or(Ok(seen.len()), Err)
+        if let Some(e) = stuck {
+            return Err(e);
+        }
+        // Liveness beyond "some rank can move": from every reachable state
+        // the end (every rank done) stays reachable, so no cycle of moves
+        // that never completes a barrier (helpers whose raises all fail).
+        let mut pred: Vec<Vec<usize>> = vec![Vec::new(); states.len()];
+        for (i, js) in succ.iter().enumerate() {
+            js.iter().for_each(|&j| pred[j].push(i));
+        }
+        let mut live = vec![false; states.len()];
+        let mut work: Vec<usize> =
+            (0..states.len()).filter(|&i| states[i].pcs.iter().all(|&(_, pc)| pc == Pc::Done)).collect();
+        work.iter().for_each(|&i| live[i] = true);
+        while let Some(j) = work.pop() {
+            for &i in &pred[j] {
+                if !live[i] {
+                    live[i] = true;
+                    work.push(i);
+                }
+            }
+        }
+        match live.iter().position(|&l| !l) {
+            Some(i) => Err(format!("livelock: the end is unreachable from {:?}", states[i])),
+            None => Ok(states.len()),
+        }
     }
 }
 
@@ -370,8 +413,9 @@ fn helped_polled_is_safe_and_live() {
 
 /// The search can fail: an exit rule one packet short is caught, and so
 /// is a line that takes a wire one barrier behind as arrived, a polled
-/// rank that leaves once it is ready, and a helper that takes a polled
-/// leader's arrival for its ranks' readiness.
+/// rank that leaves once it is ready, a helper that takes a polled
+/// leader's arrival for its ranks' readiness, and helpers whose raises
+/// all fail (moving for ever: a livelock, not a stuck state).
 #[test]
 fn broken_exit_rule_is_caught() {
     let e = check(3, 2, Algo::BrokenCounter).unwrap_err();
@@ -382,4 +426,6 @@ fn broken_exit_rule_is_caught() {
     assert!(e.contains("before rank"), "{e}");
     let e = Machine::new(4, 1, Algo::BrokenHelped, 2).check().unwrap_err();
     assert!(e.contains("before rank"), "{e}");
+    let e = Machine::new(4, 1, Algo::FutileHelped, 2).check().unwrap_err();
+    assert!(e.contains("livelock"), "{e}");
 }

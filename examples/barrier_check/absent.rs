@@ -1,7 +1,8 @@
 //! `absent <rounds>`: in each round every rank starts a non-blocking
 //! barrier (MPI_Ibarrier, or the persistent barrier every other round), and
 //! then all but one rank "compute": they make no MPI call until that rank
-//! has completed the barrier (it says so on the board). MPI's progress rule
+//! has completed the barrier (it says so on the board). That rank starts
+//! its barrier last, once the others said on the board that they started. MPI's progress rule
 //! lets such a barrier wait for the absent ranks; hwbarr's designs do not
 //! need to: a barrier that every rank entered completes for the ranks that
 //! test it (the last arrival releases, or a waiter reads for the leaders).
@@ -13,6 +14,17 @@ use crate::*;
 
 /// Board slot of the present rank's "done" marks (column 0: the round).
 const DONE_SLOT: usize = SLOTS - 1;
+/// Board slot where each rank marks the round whose barrier it started.
+const STARTED_SLOT: usize = SLOTS - 2;
+
+/// One board row, a cell per world rank.
+struct Row<'a>(&'a Board, usize);
+
+impl Row<'_> {
+    fn cell(&self, rank: usize) -> &AtomicU64 {
+        self.0.cell(self.1, rank)
+    }
+}
 
 pub fn run(world: &SimpleCommunicator, rounds: u64) {
     let board = Board::open();
@@ -21,6 +33,7 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
     let mut t = Tested::new(world.duplicate(), 0, me);
     let mut p = Raw::persistent(&t.comm);
     let done = board.cell(DONE_SLOT, 0);
+    let started = Row(&board, STARTED_SLOT);
     let mut late = 0;
     for round in 1..=rounds {
         let present = (round as usize) % n;
@@ -29,18 +42,29 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
         // round's computation before the present rank could finish.
         t.checked_barrier(&board, me);
         let k = t.enter(&board, me);
-        let mut ib = if persistent {
-            p.start();
-            None
-        } else {
-            Some(Raw::ibarrier(&t.comm))
+        let start = |p: &mut Raw| {
+            if persistent {
+                p.start();
+                None
+            } else {
+                Some(Raw::ibarrier(&t.comm))
+            }
         };
-        let req = ib.as_mut().unwrap_or(&mut p);
         if me == present {
-            req.wait();
+            // Last to enter, so that the leaders' looks at their arrival
+            // found this rank missing and nobody but us is in MPI after.
+            let since = std::time::Instant::now();
+            while (0..n).any(|q| q != me && started.cell(q).load(SeqCst) < round) {
+                assert!(since.elapsed().as_secs() < 60, "rank {me}: the others never started round {round}");
+                std::thread::yield_now();
+            }
+            let mut ib = start(&mut p);
+            ib.as_mut().unwrap_or(&mut p).wait();
             check_after(&t, &board, me, k);
             done.store(round, SeqCst);
         } else {
+            let mut ib = start(&mut p);
+            started.cell(me).store(round, SeqCst);
             let since = std::time::Instant::now();
             while done.load(SeqCst) < round {
                 if since.elapsed() > std::time::Duration::from_secs(3) {
@@ -55,7 +79,7 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
                 std::hint::spin_loop();
                 std::thread::yield_now();
             }
-            req.wait();
+            ib.as_mut().unwrap_or(&mut p).wait();
             check_after(&t, &board, me, k);
         }
     }

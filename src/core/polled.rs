@@ -79,7 +79,14 @@ impl Tree {
     /// `MAX_FAN_IN` (then by package first). Ranks with an unknown part
     /// share a group there. Every rank computes the same tree.
     pub fn grouped(paths: &[[Option<u32>; 2]]) -> Tree {
-        Tree::build(paths.iter().map(|p| p.to_vec()).collect(), MAX_FAN_IN)
+        Tree::grouped_by(paths, MAX_FAN_IN)
+    }
+
+    /// As `grouped`, with groups of at most `width` ranks (1 < width): the
+    /// cost model weighs other widths (`examples/topo_model.rs`).
+    pub fn grouped_by(paths: &[[Option<u32>; 2]], width: usize) -> Tree {
+        assert!(width > 1);
+        Tree::build(paths.iter().map(|p| p.to_vec()).collect(), width)
     }
 
     fn build(keys: Vec<Vec<Option<u32>>>, width: usize) -> Tree {
@@ -301,7 +308,7 @@ pub fn is_released(w: &Wires, target: Count) -> bool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
     use std::sync::Arc;
 
     /// The wires of `n` ranks, all zero.
@@ -515,6 +522,58 @@ mod tests {
         }
     }
 
+    /// A raise planned for barrier 1 and done while barrier 3 is in flight
+    /// (a helper thread of a rank whose other thread went on) writes
+    /// nothing: with a plain store it moved the input back.
+    #[test]
+    fn a_raise_planned_two_barriers_ago_changes_nothing() {
+        let t = Tree::with_width(4, 2); // 0 reads 1 and 2; 2 reads 3
+        let m = Mem::new(4);
+        let w = m.wires();
+        for r in [0, 2, 1, 3] {
+            arrive(&t, &w, r);
+        }
+        let plan = gathers(&t, &w, Count(1));
+        assert_eq!(plan, vec![2, 0]);
+        assert_eq!(help(&t, &w, Count(1)), Progress::Fired);
+        for r in [0, 2, 1, 3] {
+            arrive(&t, &w, r);
+        }
+        assert_eq!(help(&t, &w, Count(2)), Progress::Fired);
+        for r in [2, 3] {
+            arrive(&t, &w, r);
+        }
+        poll(&t, &w, 2, Count(3));
+        let snap = |m: &Mem| {
+            (m.own.iter().map(|o| o.load(Ordering::SeqCst)).collect::<Vec<_>>(), m.input.load(Ordering::SeqCst))
+        };
+        let before = snap(&m);
+        assert_eq!(before, (vec![0, 2, 3, 3], 2));
+        for leader in plan {
+            raise(&w, leader as usize, Count(1));
+        }
+        assert_eq!(snap(&m), before, "a raise planned for barrier 1 wrote");
+    }
+
+    /// A helper raises nothing for a leader that has not arrived, its
+    /// ranks all ready or not: a middle leader, and rank 0.
+    #[test]
+    fn helpers_wait_for_a_missing_leader() {
+        for missing in [2, 0] {
+            let t = Tree::with_width(4, 2);
+            let m = Mem::new(4);
+            let w = m.wires();
+            for r in (0..4).filter(|&r| r != missing) {
+                let (c, _) = arrive(&t, &w, r);
+                assert_ne!(help(&t, &w, c), Progress::Fired, "fired with rank {missing} missing");
+                assert!(!is_released(&w, c));
+            }
+            let (c, _) = arrive(&t, &w, missing);
+            help(&t, &w, c);
+            assert!(is_released(&w, c));
+        }
+    }
+
     /// Counts wrap: a barrier whose count passes 2^32 releases like any.
     #[test]
     fn counts_wrap() {
@@ -535,19 +594,35 @@ mod tests {
     /// `lazy`: leaders look only when they arrive and then wait for the
     /// input, and the ranks that lead nobody help at every other look.
     fn threads_through(tree: Tree, rounds: usize, lazy: bool) {
+        /// Raises `failed` if its thread panics, so that the others stop
+        /// waiting for it (a broken barrier fails the test, not hangs it).
+        struct Failing<'a>(&'a AtomicBool);
+        impl Drop for Failing<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.store(true, Ordering::SeqCst);
+                }
+            }
+        }
         let n = tree.ranks();
-        let shared = Arc::new((tree, Mem::new(n), AtomicUsize::new(0)));
+        let shared = Arc::new((tree, Mem::new(n), AtomicUsize::new(0), AtomicBool::new(false)));
         let hs: Vec<_> = (0..n)
             .map(|r| {
                 let sh = shared.clone();
                 std::thread::spawn(move || {
-                    let (t, m, entered) = &*sh;
+                    let (t, m, entered, failed) = &*sh;
+                    let _guard = Failing(failed);
                     let w = m.wires();
+                    let since = std::time::Instant::now();
                     for k in 1..=rounds {
                         entered.fetch_add(1, Ordering::SeqCst);
                         let (target, mut p) = arrive(t, &w, r);
                         let mut looks = 0;
                         while !matches!(p, Progress::Released | Progress::Fired) {
+                            if failed.load(Ordering::SeqCst) {
+                                return;
+                            }
+                            assert!(since.elapsed().as_secs() < 120, "rank {r} stuck in barrier {k}");
                             std::thread::yield_now();
                             looks += 1;
                             p = match (lazy, t.leads(r)) {
@@ -563,9 +638,8 @@ mod tests {
                 })
             })
             .collect();
-        for h in hs {
-            h.join().unwrap();
-        }
+        let results: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
+        assert!(results.iter().all(|r| r.is_ok()), "a rank failed");
     }
 
     #[test]

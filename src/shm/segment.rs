@@ -110,9 +110,10 @@ pub struct Segment {
     /// The toggle barrier's bank tree and the polled barrier's tree, fixed
     /// when the device is sealed.
     shape: Option<(Shape, Tree)>,
-    /// This process's tests of barriers in flight on the device, counted
-    /// to pace the polled barrier's help (`barrier::device::tested`).
+    /// This process's tests of the polled barrier in flight whose count is
+    /// in `testing`, to pace its help (`barrier::device::tested`).
     tests: std::sync::atomic::AtomicU32,
+    testing: std::sync::atomic::AtomicU32,
 }
 
 // SAFETY: the mapping is plain shared memory accessed only through atomics;
@@ -150,7 +151,14 @@ impl Segment {
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: Some(file.into()), shape: None, tests: Default::default() };
+        let seg = Segment {
+            base,
+            layout,
+            fd: Some(file.into()),
+            shape: None,
+            tests: Default::default(),
+            testing: Default::default(),
+        };
         // SAFETY: the header lies inside the fresh mapping, which no other
         // process knows yet, and is suitably aligned (page start).
         unsafe {
@@ -183,7 +191,8 @@ impl Segment {
             return Err(bad("segment has an unexpected size"));
         }
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: None, shape: None, tests: Default::default() };
+        let seg =
+            Segment { base, layout, fd: None, shape: None, tests: Default::default(), testing: Default::default() };
         // SAFETY: the header lies at the start of the mapping just made.
         let h = unsafe { base.cast::<Header>().as_ptr().read() };
         if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
@@ -233,10 +242,15 @@ impl Segment {
         self.layout
     }
 
-    /// Counts one more test of a barrier in flight; returns the count
-    /// before (wrapping). Only pacing rides on it: no order needed.
-    pub fn tick(&self) -> u32 {
-        self.tests.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    /// Counts one more test of the barrier whose count is `barrier`;
+    /// returns how many this process made of it, this one included. Only
+    /// pacing rides on it: threads racing here miscount a little, no more.
+    pub fn tests_of(&self, barrier: u32) -> u32 {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.testing.swap(barrier, Relaxed) != barrier {
+            self.tests.store(0, Relaxed);
+        }
+        self.tests.fetch_add(1, Relaxed).wrapping_add(1)
     }
 
     fn token(&self) -> u64 {
