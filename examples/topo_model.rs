@@ -19,7 +19,11 @@
 //!    one rank are `issue` ns apart.
 //! 4. Polling k lines written by k members: sequential bound = one transfer
 //!    per line, one after the other (a spin-until-set loop per member);
-//!    overlapped bound = the latest line's arrival + `issue` per other line.
+//!    overlapped bound = the latest line's arrival + `issue` per other line,
+//!    and, with at most `mlp` misses in flight (`--mlp`; unlimited by
+//!    default), one more transfer per further `mlp` of the lines that became
+//!    visible within one transfer of the latest (earlier ones were fetched
+//!    by earlier polls and hit).
 //! 5. A line spun on by ranks in D distinct L3 domains: each spinner sees a
 //!    store one transfer from the writer plus `delta` × (D − 1).
 //! 6. Local hits, instruction costs, MPI's call path and progress polls are
@@ -34,9 +38,12 @@
 //!
 //! Usage: topo_model [--t-dom NS] [--t-sock NS] [--t-x NS] [--intel-dom NS]
 //!        [--intel-x NS] [--delta NS] [--delta-alt NS] [--issue NS] [--floor NS]
+//!        [--mlp N] [--mlp-alt N]
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+
+use mca_coll_hwbarr::core::polled;
 
 /// Published one-way line transfers, ns (EPYC Milan; Ice Lake).
 const MILAN: [f64; 3] = [23.0, 107.0, 197.0];
@@ -46,6 +53,10 @@ const DELTA: f64 = 5.0;
 const DELTA_ALT: f64 = 10.0;
 /// Per extra line polled (overlapped bound) and between consecutive stores.
 const ISSUE: f64 = 2.0;
+/// Misses in flight per core for the sensitivity column (rule 4): about the
+/// L1 miss buffers of the cores modelled (Zen 3, Sunny Cove: 12-24), fewer
+/// for misses that another core's cache must answer.
+const MLP_ALT: usize = 8;
 /// One-way line transfer measured on this project's 2-core machine.
 const FLOOR_2CORE: f64 = 55.0;
 /// Ranks to model (those above a machine's core count are skipped).
@@ -54,6 +65,11 @@ const RANKS: [usize; 6] = [4, 8, 16, 64, 128, 192];
 const MPICH_K: usize = 64;
 /// Wires per toggle bank word (src/core/toggle.rs).
 const BANK_WIRES: usize = 64;
+/// Polled group widths weighed against each other ("Group width"): the
+/// component's (`polled::MAX_FAN_IN`) in the middle.
+const WIDTHS: [usize; 3] = [8, 16, 32];
+/// Misses in flight for that comparison (usize::MAX: unlimited).
+const MLPS: [usize; 4] = [usize::MAX, 16, 12, 8];
 
 #[derive(Clone, Copy, Debug)]
 struct Machine {
@@ -124,6 +140,8 @@ struct Costs {
     delta: f64,
     issue: f64,
     ties: Ties,
+    /// Misses in flight per core (rule 4); usize::MAX: unlimited.
+    mlp: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,8 +194,16 @@ impl Ctx {
         match mode {
             Poll::Sequential => items.iter().fold(start, |t, &(p, w)| t.max(w) + self.lat(p, leader)),
             Poll::Overlapped => {
-                let last = items.iter().map(|&(p, w)| start.max(w) + self.lat(p, leader)).fold(start, f64::max);
-                last + self.c.issue * items.len().saturating_sub(1) as f64
+                let seen: Vec<(f64, f64)> =
+                    items.iter().map(|&(p, w)| (start.max(w) + self.lat(p, leader), self.lat(p, leader))).collect();
+                let last = seen.iter().map(|s| s.0).fold(start, f64::max);
+                // The final polls' misses: lines visible within one transfer
+                // of the last, fetched `mlp` at a time.
+                let window = seen.iter().map(|s| s.1).fold(0.0, f64::max);
+                let fresh: Vec<f64> = seen.iter().filter(|s| s.0 > last - window).map(|s| s.1).collect();
+                let rounds = fresh.len().div_ceil(self.c.mlp).max(1);
+                let slowest = fresh.iter().copied().fold(0.0, f64::max);
+                last + self.c.issue * items.len().saturating_sub(1) as f64 + slowest * (rounds - 1) as f64
             }
         }
     }
@@ -352,16 +378,20 @@ enum Kind {
     Tree,
     /// g'. The same arrival, one machine-wide release line.
     TreeFlat,
-    /// h. hwbarr polled (`src/core/polled.rs`): each rank's wire on its own
-    /// line, polled by its L3 domain's leader (overlapped loads); the root
-    /// polls the domain leaders; one machine-wide release line.
+    /// h. hwbarr polled (`src/core/polled.rs`, its tree as the component
+    /// builds it): each rank's wire on its own line, polled by its L3
+    /// domain's leader (overlapped loads); the domain leaders polled by
+    /// rank 0, or by package first if they are more than a group holds;
+    /// one machine-wide release line.
     Polled,
-    /// h'. The same with a socket level between the domains and the root.
-    Polled3,
+    /// h'. hwbarr's polled tree (`polled::Tree::grouped_by`) with groups
+    /// of at most this many ranks (`Polled` is the component's width,
+    /// `polled::MAX_FAN_IN`).
+    PolledW(usize),
 }
 
 impl Kind {
-    const ALL: [Kind; 13] = [
+    const ALL: [Kind; 14] = [
         Kind::Flat,
         Kind::Counter,
         Kind::Toggle,
@@ -374,7 +404,8 @@ impl Kind {
         Kind::Tree,
         Kind::TreeFlat,
         Kind::Polled,
-        Kind::Polled3,
+        Kind::PolledW(WIDTHS[0]),
+        Kind::PolledW(WIDTHS[2]),
     ];
     fn name(self) -> &'static str {
         match self {
@@ -390,13 +421,15 @@ impl Kind {
             Kind::Tree => "tree",
             Kind::TreeFlat => "tree+flat rel",
             Kind::Polled => "polled",
-            Kind::Polled3 => "polled 3-level",
+            Kind::PolledW(8) => "polled w8",
+            Kind::PolledW(32) => "polled w32",
+            Kind::PolledW(_) => "polled w?",
         }
     }
     /// The topology-aware designs (the tree, and hwbarr's toggle tree and
     /// polled barrier), set beside "best other" in the tables.
     fn is_tree(self) -> bool {
-        matches!(self, Kind::Tree | Kind::TreeFlat | Kind::Polled | Kind::Polled3)
+        matches!(self, Kind::Tree | Kind::TreeFlat | Kind::Polled | Kind::PolledW(_))
     }
 }
 
@@ -464,9 +497,9 @@ impl Shape {
                 let a = gather(ctx, &groups, arrive, mode);
                 release_flat(ctx, &a)
             }
-            Kind::Polled | Kind::Polled3 => {
-                let groups = domain_groups(ctx, self.kind == Kind::Polled3);
-                let a = gather(ctx, &groups, arrive, Poll::Overlapped);
+            Kind::Polled | Kind::PolledW(_) => {
+                let width = if let Kind::PolledW(w) = self.kind { w } else { polled::MAX_FAN_IN };
+                let a = gather(ctx, &tree_groups(ctx, width), arrive, Poll::Overlapped);
                 release_flat(ctx, &a)
             }
             Kind::Mpich(mode) => {
@@ -521,39 +554,22 @@ fn socket_groups(ctx: &Ctx) -> Vec<(usize, Vec<usize>)> {
     groups
 }
 
-/// hwbarr's polled shape: one group per L3 domain led by its lowest rank;
-/// with `sockets`, the domain leaders of each socket led by the socket's
-/// lowest rank; then the top leaders led by rank 0.
-fn domain_groups(ctx: &Ctx, sockets: bool) -> Vec<(usize, Vec<usize>)> {
-    let by = |key: &dyn Fn(usize) -> usize, ranks: &[usize]| {
-        let mut m: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for &r in ranks {
-            m.entry(key(r)).or_default().push(r);
-        }
-        m.into_values().collect::<Vec<_>>()
-    };
-    let all: Vec<usize> = (0..ctx.n()).collect();
-    let mut groups = Vec::new();
-    let mut climbers = Vec::new();
-    for d in by(&|r| ctx.m.domain(ctx.cores[r]), &all) {
-        climbers.push(d[0]);
-        if d.len() > 1 {
-            groups.push((d[0], d[1..].to_vec()));
-        }
+/// hwbarr's polled tree as the component builds it from the ranks' places
+/// (`polled::Tree::grouped_by`, groups of at most `width`): each leader
+/// polls all the ranks it reads at once, after the leaders among them.
+fn tree_groups(ctx: &Ctx, width: usize) -> Vec<(usize, Vec<usize>)> {
+    let paths: Vec<[Option<u32>; 2]> = (0..ctx.n())
+        .map(|r| [Some(ctx.m.socket(ctx.cores[r]) as u32), Some(ctx.m.domain(ctx.cores[r]) as u32)])
+        .collect();
+    let t = polled::Tree::grouped_by(&paths, width);
+    fn height(t: &polled::Tree, r: usize) -> usize {
+        t.children(r).iter().map(|&c| 1 + height(t, c as usize)).max().unwrap_or(0)
     }
-    if sockets {
-        let mut next = Vec::new();
-        for s in by(&|r| ctx.m.socket(ctx.cores[r]), &climbers) {
-            next.push(s[0]);
-            if s.len() > 1 {
-                groups.push((s[0], s[1..].to_vec()));
-            }
-        }
-        climbers = next;
-    }
-    if climbers.len() > 1 {
-        groups.push((climbers[0], climbers[1..].to_vec()));
-    }
+    let mut groups: Vec<(usize, Vec<usize>)> = (0..ctx.n())
+        .filter(|&r| !t.children(r).is_empty())
+        .map(|r| (r, t.children(r).iter().map(|&c| c as usize).collect()))
+        .collect();
+    groups.sort_by_key(|g| (height(&t, g.0), g.0));
     groups
 }
 
@@ -589,11 +605,12 @@ fn late_by(ctx: &Ctx, kind: Kind, late: usize) -> f64 {
     exits.iter().fold(0.0f64, |a, &b| a.max(b)) - (T0 + LATE)
 }
 
-/// Worst over the late rank (all leaders, MPICH's inner nodes, every 5th rank, the last).
+/// Worst over the late rank (every leader, of xhc and of the polled trees,
+/// every 5th rank, the last).
 fn late(ctx: &Ctx, kind: Kind) -> f64 {
     let n = ctx.n();
     let mut leaders: Vec<usize> = socket_groups(ctx).iter().map(|g| g.0).collect();
-    leaders.extend(domain_groups(ctx, true).iter().map(|g| g.0));
+    leaders.extend(WIDTHS.iter().flat_map(|&w| tree_groups(ctx, w)).map(|g| g.0));
     (0..n)
         .filter(|&r| r < 3 || r % 5 == 0 || r == n - 1 || leaders.contains(&r))
         .map(|r| late_by(ctx, kind, r))
@@ -700,10 +717,17 @@ fn main() {
         t_sock: intel_dom,
         t_x: arg(&args, "--intel-x", ICE_LAKE[1]),
     };
-    let base = Costs { delta: arg(&args, "--delta", DELTA), issue: arg(&args, "--issue", ISSUE), ties: Ties::Shuffled };
+    let mlp = match arg(&args, "--mlp", 0.0) {
+        m if m >= 1.0 => m as usize,
+        _ => usize::MAX,
+    };
+    let base =
+        Costs { delta: arg(&args, "--delta", DELTA), issue: arg(&args, "--issue", ISSUE), ties: Ties::Shuffled, mlp };
     let delta_alt = arg(&args, "--delta-alt", DELTA_ALT);
+    let mlp_alt = arg(&args, "--mlp-alt", MLP_ALT as f64).max(1.0) as usize;
+    let misses = if mlp == usize::MAX { "unlimited".to_string() } else { mlp.to_string() };
     println!(
-        "Milan: t_dom {} t_sock {} t_x {} ns; Ice Lake: t_dom {} t_x {} ns; delta {} ns per extra spinning L3 domain; issue {} ns; ties shuffled",
+        "Milan: t_dom {} t_sock {} t_x {} ns; Ice Lake: t_dom {} t_x {} ns; delta {} ns per extra spinning L3 domain; issue {} ns; ties shuffled; misses in flight {misses}",
         milan.t_dom, milan.t_sock, milan.t_x, intel.t_dom, intel.t_x, base.delta, base.issue
     );
     for m in [milan, intel] {
@@ -714,11 +738,16 @@ fn main() {
     }
 
     println!(
-        "\nSensitivity: tree / best other (tree+flat / best other) [polled / best other], base vs delta {delta_alt} ns vs ties in rank order\n"
+        "\nSensitivity: tree / best other (tree+flat / best other) [polled / best other], base vs delta {delta_alt} ns vs ties in rank order vs {mlp_alt} misses in flight\n"
     );
-    println!("| machine | placement | ranks | case | base | delta {delta_alt} | rank-order ties |");
-    println!("|---|---|---|---|---|---|---|");
-    let alts = [base, Costs { delta: delta_alt, ..base }, Costs { ties: Ties::RankOrder, ..base }];
+    println!("| machine | placement | ranks | case | base | delta {delta_alt} | rank-order ties | mlp {mlp_alt} |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let alts = [
+        base,
+        Costs { delta: delta_alt, ..base },
+        Costs { ties: Ties::RankOrder, ..base },
+        Costs { mlp: mlp_alt, ..base },
+    ];
     for m in [milan, intel] {
         for p in [Placement::Compact, Placement::RoundRobin] {
             for n in RANKS.into_iter().filter(|&n| n <= m.total()) {
@@ -743,6 +772,33 @@ fn main() {
                 }
             }
         }
+    }
+
+    // Group width: the polled tree at each width, against the best of the
+    // widths in the same row, for each number of misses in flight.
+    println!("\nGroup width: polled tree at width w8 / w16 / w32, each against the best of the three in its row\n");
+    let mlp_name = |m: usize| if m == usize::MAX { "unlimited".to_string() } else { m.to_string() };
+    println!("| misses in flight | worst w8 | worst w16 | worst w32 | rows |");
+    println!("|---|---|---|---|---|");
+    for mlp in MLPS {
+        let mut worst = [1.0f64; 3];
+        let mut rows = 0;
+        for m in [milan, intel] {
+            for p in [Placement::Compact, Placement::RoundRobin] {
+                for n in RANKS.into_iter().filter(|&n| n >= 16 && n <= m.total()) {
+                    for case in [simultaneous as fn(&Ctx, Kind) -> f64, late] {
+                        let ctx = Ctx::new(m, p, n, Costs { mlp, ..base });
+                        let t: Vec<f64> = WIDTHS.iter().map(|&w| case(&ctx, Kind::PolledW(w))).collect();
+                        let best = t.iter().copied().fold(f64::INFINITY, f64::min);
+                        for (x, v) in worst.iter_mut().zip(&t) {
+                            *x = x.max(v / best);
+                        }
+                        rows += 1;
+                    }
+                }
+            }
+        }
+        println!("| {} | {:.2} | {:.2} | {:.2} | {rows} |", mlp_name(mlp), worst[0], worst[1], worst[2]);
     }
 
     let floor = arg(&args, "--floor", FLOOR_2CORE);
@@ -774,7 +830,7 @@ fn main() {
 mod tests {
     use super::*;
 
-    const EXACT: Costs = Costs { delta: 5.0, issue: 2.0, ties: Ties::RankOrder };
+    const EXACT: Costs = Costs { delta: 5.0, issue: 2.0, ties: Ties::RankOrder, mlp: usize::MAX };
 
     fn milan() -> Machine {
         Machine { name: "milan", sockets: 2, domains: 12, cores: 8, t_dom: 23.0, t_sock: 107.0, t_x: 197.0 }
@@ -829,18 +885,37 @@ mod tests {
         assert_eq!(late_by(&ctx, Kind::Tree, 3), 260.0);
     }
 
-    /// Polled, 16 ranks in 2 CCXs: leaders 0 and 8 read their 7 members
-    /// (23 + 6 · 2 = 35); rank 0 then reads rank 8's line (+ 107 = 142) and
-    /// stores the release, seen across the socket by 2 domains: + 107 + 5.
-    /// Rank 8 late: it reads its members' lines (35), then the same path:
-    /// 254; its member 9 late: rank 8 sees it after 23 + 6 · 2, the same.
+    /// Polled, 16 ranks in 2 CCXs, the component's tree: rank 8 reads its 7
+    /// members (23 + 6 · 2 = 35); rank 0 reads its 7 and rank 8's line in
+    /// one poll (35 + 107 + 7 · 2 = 156) and stores the release, seen
+    /// across the socket by 2 domains: + 107 + 5 = 268. Rank 8 late: it
+    /// reads its members' lines (35), then the same path; its member 9
+    /// late: rank 8 sees it after 23 + 6 · 2, the same.
     #[test]
     fn polled_sixteen_ranks_in_two_ccx() {
         let ctx = Ctx::new(milan(), Placement::Compact, 16, EXACT);
-        assert_eq!(domain_groups(&ctx, false), vec![(0, (1..8).collect()), (8, (9..16).collect()), (0, vec![8])]);
-        assert_eq!(simultaneous(&ctx, Kind::Polled), 254.0);
-        assert_eq!(late_by(&ctx, Kind::Polled, 8), 254.0);
-        assert_eq!(late_by(&ctx, Kind::Polled, 9), 254.0);
+        let mut root: Vec<usize> = (1..8).collect();
+        root.push(8);
+        assert_eq!(tree_groups(&ctx, polled::MAX_FAN_IN), vec![(8, (9..16).collect()), (0, root)]);
+        assert_eq!(simultaneous(&ctx, Kind::Polled), 268.0);
+        assert_eq!(late_by(&ctx, Kind::Polled, 8), 268.0);
+        assert_eq!(late_by(&ctx, Kind::Polled, 9), 268.0);
+    }
+
+    /// With at most 4 misses in flight, a leader that reads 7 lines
+    /// written at once fetches them in two rounds (one more transfer); a
+    /// line written long before the others is no miss of the last round.
+    #[test]
+    fn misses_in_flight_bound_overlapped_polls() {
+        let c = Costs { mlp: 4, ..EXACT };
+        let ctx = Ctx::new(milan(), Placement::Compact, 8, c);
+        let items: Vec<(usize, f64)> = (1..8).map(|r| (r, 0.0)).collect();
+        assert_eq!(ctx.poll(0, 0.0, &items, Poll::Overlapped), 23.0 + 6.0 * 2.0 + 23.0);
+        let mut late: Vec<(usize, f64)> = (1..8).map(|r| (r, 0.0)).collect();
+        late[0].1 = 1000.0;
+        assert_eq!(ctx.poll(0, 500.0, &late, Poll::Overlapped), 1000.0 + 23.0 + 12.0);
+        let unlimited = Ctx::new(milan(), Placement::Compact, 8, EXACT);
+        assert_eq!(unlimited.poll(0, 0.0, &items, Poll::Overlapped), 23.0 + 6.0 * 2.0);
     }
 
     /// Polling bounds: a leader reading two lines of its CCX written

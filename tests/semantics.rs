@@ -79,7 +79,9 @@ fn trees_follow_a_synthetic_machine() {
         ("toggle", 32, "flat", "toggle banks per level 1"),
         ("polled", 16, "package:2 l3:4 core:2", "polled groups per level 8/1"),
         ("polled", 32, "package:2 l3:2 core:4", "polled groups per level 4/1"),
-        ("polled", 32, "flat", "polled groups per level 1"),
+        ("polled", 32, "flat", "polled groups per level 2/1"),
+        // 17 L3 domains: more leaders than a group holds, so by package.
+        ("polled", 34, "package:2 l3:10 core:2", "polled groups per level 17/2/1"),
     ] {
         let env = [("OMPI_MCA_coll_hwbarr_topology", machine)];
         let job = semantics(np, alg, 60, &env);

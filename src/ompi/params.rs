@@ -182,7 +182,7 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                   its lowest rank, the domains' leaders by rank 0): 'auto' (from each rank's CPU binding \
                   and the machine's caches; a rank bound wider than one L3 domain by the CPU it runs on, or \
                   on an oversubscribed node not placed, as with 'flat'), 'flat' (toggle banks of 64 ranks, \
-                  polled groups of 32, in rank order), or a synthetic machine in hwloc's synthetic \
+                  polled groups of 16, in rank order), or a synthetic machine in hwloc's synthetic \
                   syntax such as 'package:2 l3:12 core:8' with node-local rank i on core i (for tests and \
                   models). Default: auto"
                     .as_ptr(),
