@@ -689,6 +689,15 @@ fn table(m: Machine, p: Placement, c: Costs, case_name: &str, case: fn(&Ctx, Kin
     }
 }
 
+/// Misses in flight as the tables name them.
+fn misses_name(mlp: usize) -> String {
+    if mlp == usize::MAX {
+        "unlimited".to_string()
+    } else {
+        mlp.to_string()
+    }
+}
+
 fn arg(args: &[String], name: &str, default: f64) -> f64 {
     args.iter()
         .position(|a| a == name)
@@ -725,7 +734,7 @@ fn main() {
         Costs { delta: arg(&args, "--delta", DELTA), issue: arg(&args, "--issue", ISSUE), ties: Ties::Shuffled, mlp };
     let delta_alt = arg(&args, "--delta-alt", DELTA_ALT);
     let mlp_alt = arg(&args, "--mlp-alt", MLP_ALT as f64).max(1.0) as usize;
-    let misses = if mlp == usize::MAX { "unlimited".to_string() } else { mlp.to_string() };
+    let misses = misses_name(mlp);
     println!(
         "Milan: t_dom {} t_sock {} t_x {} ns; Ice Lake: t_dom {} t_x {} ns; delta {} ns per extra spinning L3 domain; issue {} ns; ties shuffled; misses in flight {misses}",
         milan.t_dom, milan.t_sock, milan.t_x, intel.t_dom, intel.t_x, base.delta, base.issue
@@ -777,7 +786,6 @@ fn main() {
     // Group width: the polled tree at each width, against the best of the
     // widths in the same row, for each number of misses in flight.
     println!("\nGroup width: polled tree at width w8 / w16 / w32, each against the best of the three in its row\n");
-    let mlp_name = |m: usize| if m == usize::MAX { "unlimited".to_string() } else { m.to_string() };
     println!("| misses in flight | worst w8 | worst w16 | worst w32 | rows |");
     println!("|---|---|---|---|---|");
     for mlp in MLPS {
@@ -798,7 +806,7 @@ fn main() {
                 }
             }
         }
-        println!("| {} | {:.2} | {:.2} | {:.2} | {rows} |", mlp_name(mlp), worst[0], worst[1], worst[2]);
+        println!("| {} | {:.2} | {:.2} | {:.2} | {rows} |", misses_name(mlp), worst[0], worst[1], worst[2]);
     }
 
     let floor = arg(&args, "--floor", FLOOR_2CORE);

@@ -60,8 +60,6 @@ pub const MAX_FAN_IN: usize = 16;
 pub struct Tree {
     /// Per rank: the ranks whose wires it reads (empty unless it leads).
     children: Vec<Vec<u32>>,
-    /// Per rank: the rank that reads its wire (none for rank 0).
-    parent: Vec<Option<u32>>,
     /// Groups formed at each level, bottom up (for verbose output).
     levels: Vec<usize>,
 }
@@ -98,7 +96,7 @@ impl Tree {
     fn build(keys: Vec<Vec<Option<u32>>>, width: usize) -> Tree {
         let n = keys.len();
         assert!(n >= 1, "a barrier needs at least one rank");
-        let mut t = Tree { children: vec![Vec::new(); n], parent: vec![None; n], levels: Vec::new() };
+        let mut t = Tree { children: vec![Vec::new(); n], levels: Vec::new() };
         // Climbers of the current level: (key, rank), in rank order.
         let mut climbers: Vec<(Vec<Option<u32>>, u32)> = keys.into_iter().zip(0..).collect();
         let mut first = true;
@@ -131,11 +129,6 @@ impl Tree {
                 t.levels.push(formed);
             }
         }
-        for p in 0..n {
-            for &c in &t.children[p] {
-                t.parent[c as usize] = Some(p as u32);
-            }
-        }
         t
     }
 
@@ -147,11 +140,6 @@ impl Tree {
     /// The ranks whose wires `rank` reads.
     pub fn children(&self, rank: usize) -> &[u32] {
         &self.children[rank]
-    }
-
-    /// The rank that reads `rank`'s wire (none for rank 0).
-    pub fn parent(&self, rank: usize) -> Option<usize> {
-        self.parent[rank].map(|p| p as usize)
     }
 
     /// Does `rank` read wires (the root always does, if only none)?
@@ -332,6 +320,11 @@ mod tests {
 
         fn wires(&self) -> Wires<'_> {
             Wires { own: &self.own, entered: &self.entered, input: &self.input }
+        }
+
+        /// Every wire and the input, as they are now.
+        fn state(&self) -> (Vec<u32>, u32) {
+            (self.own.iter().map(|o| o.load(Ordering::SeqCst)).collect(), self.input.load(Ordering::SeqCst))
         }
     }
 
@@ -521,12 +514,11 @@ mod tests {
                     assert_eq!(is_released(&w, target), last, "n={n} round {round}: released after {} of {n}", i + 1);
                     assert_eq!(h == Progress::Fired, last, "n={n}");
                 }
-                let snapshot = |m: &Mem| -> Vec<u32> { m.own.iter().map(|o| o.load(Ordering::SeqCst)).collect() };
-                let before = (snapshot(&m), m.input.load(Ordering::SeqCst));
+                let before = m.state();
                 for leader in stale {
                     raise(&w, leader as usize, Count(round));
                 }
-                assert_eq!((snapshot(&m), m.input.load(Ordering::SeqCst)), before, "a late raise wrote");
+                assert_eq!(m.state(), before, "a late raise wrote");
             }
         }
     }
@@ -553,15 +545,12 @@ mod tests {
             arrive(&t, &w, r);
         }
         poll(&t, &w, 2, Count(3));
-        let snap = |m: &Mem| {
-            (m.own.iter().map(|o| o.load(Ordering::SeqCst)).collect::<Vec<_>>(), m.input.load(Ordering::SeqCst))
-        };
-        let before = snap(&m);
+        let before = m.state();
         assert_eq!(before, (vec![0, 2, 3, 3], 2));
         for leader in plan {
             raise(&w, leader as usize, Count(1));
         }
-        assert_eq!(snap(&m), before, "a raise planned for barrier 1 wrote");
+        assert_eq!(m.state(), before, "a raise planned for barrier 1 wrote");
     }
 
     /// A helper raises nothing for a leader that has not arrived, its
