@@ -4,7 +4,8 @@
 //! outnumber cores (a spinning waiter would otherwise hold the very core
 //! its releaser needs).
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 pub use crate::settings::Idle;
 
@@ -232,6 +233,79 @@ fn wait_by<E>(
     }
 }
 
+/// When a polled rank whose barrier is in flight (MPI_Ibarrier, the
+/// persistent barrier, tested in progress passes) reads for its leaders
+/// (`polled::help`). By time, not by tests alone: a test comes every 30-55
+/// ns from a tight MPI_Wait (measured here), every few µs from an
+/// oversubscribed one that yields per pass, every compute chunk from an
+/// overlap loop: a fixed count of 256 tests would be 8-14 µs in
+/// the first and about 920 µs in the second (the `absent` check at 4 ranks
+/// on 2 cores). A barrier whose leaders are in MPI is over long before
+/// `HELP_WAIT` (helpers read every leader's lines, so they stay off its
+/// way); one whose leader computes completes within it, and help repeats
+/// every `HELP_AGAIN` while the barrier stays in flight. The clock is read
+/// once in `HELP_CHECK_EVERY` tests, never in a barrier's first ones (where
+/// a fast barrier completes).
+pub struct HelpPace {
+    /// Count of the barrier being tested, and this process's tests of it.
+    testing: AtomicU32,
+    tests: AtomicU32,
+    /// Nanoseconds (`now_ns`) from which the wait for help runs: the first
+    /// clock reading of this barrier, or after a help, `HELP_WAIT -
+    /// HELP_AGAIN` before it.
+    mark: AtomicU64,
+}
+
+/// Tests between two clock readings.
+pub const HELP_CHECK_EVERY: u32 = 8;
+/// Time in flight, from the first clock reading, before the first help.
+pub const HELP_WAIT: Duration = Duration::from_micros(8);
+/// Time between two helps.
+pub const HELP_AGAIN: Duration = Duration::from_micros(2);
+
+impl HelpPace {
+    pub const fn new() -> HelpPace {
+        HelpPace { testing: AtomicU32::new(0), tests: AtomicU32::new(0), mark: AtomicU64::new(0) }
+    }
+
+    /// Counts one more test of the barrier whose count is `barrier` and
+    /// says whether to help now; `now` (nanoseconds, monotonic) is called
+    /// only once in `HELP_CHECK_EVERY` tests. Plain loads and stores, no
+    /// locked instruction: a test is tens of ns, and threads racing here
+    /// only move a help a little.
+    pub fn due(&self, barrier: u32, now: impl FnOnce() -> u64) -> bool {
+        let n = if self.testing.load(Relaxed) == barrier { self.tests.load(Relaxed).wrapping_add(1) } else { 1 };
+        self.testing.store(barrier, Relaxed);
+        self.tests.store(n, Relaxed);
+        if !n.is_multiple_of(HELP_CHECK_EVERY) {
+            return false;
+        }
+        let t = now();
+        if n == HELP_CHECK_EVERY {
+            self.mark.store(t, Relaxed);
+            return false;
+        }
+        let wait = HELP_WAIT.as_nanos() as u64;
+        if t.saturating_sub(self.mark.load(Relaxed)) < wait {
+            return false;
+        }
+        self.mark.store(t.saturating_sub(wait - HELP_AGAIN.as_nanos() as u64), Relaxed);
+        true
+    }
+}
+
+impl Default for HelpPace {
+    fn default() -> HelpPace {
+        HelpPace::new()
+    }
+}
+
+/// Monotonic nanoseconds since this process first asked.
+pub fn now_ns() -> u64 {
+    static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    EPOCH.elapsed().as_nanos() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,5 +438,64 @@ mod tests {
         let rounds = u64::from(YIELDS_BEFORE_SLEEP) + 2;
         let (_, naps) = counted_wait(p, rounds * 5, |_| false);
         assert_eq!(naps, rounds - u64::from(YIELDS_BEFORE_SLEEP));
+    }
+
+    /// Tests of one barrier, `step` ns apart from `t0`: the tests (1-based)
+    /// at which `pace` helps, up to `tests`, and how often it read the clock.
+    fn helps(pace: &HelpPace, barrier: u32, t0: u64, step: u64, tests: u32) -> (Vec<u32>, u32) {
+        let mut reads = 0;
+        let helped = (1..=tests)
+            .filter(|&k| {
+                pace.due(barrier, || {
+                    reads += 1;
+                    t0 + k as u64 * step
+                })
+            })
+            .collect();
+        (helped, reads)
+    }
+
+    /// A tight loop (a test every 30 ns): the first help once HELP_WAIT
+    /// has passed since the 8th test, then one every HELP_AGAIN, the
+    /// clock read once in 8 tests.
+    #[test]
+    fn a_tight_loop_helps_after_the_wait_and_then_every_again() {
+        let pace = HelpPace::new();
+        let (helped, reads) = helps(&pace, 5, 1_000_000, 30, 1000);
+        assert_eq!(reads, 1000 / HELP_CHECK_EVERY);
+        // 8 µs after test 8 (240 ns): test 275, rounded up to a multiple of 8.
+        assert_eq!(helped.first(), Some(&280));
+        // Then every 2 µs: 67 tests, rounded up to 72.
+        assert!(helped.windows(2).all(|w| w[1] - w[0] == 72), "{helped:?}");
+        assert_eq!(helped.len(), 11);
+    }
+
+    /// A slow loop (a test every 100 µs of computation, or a yield per
+    /// pass): the first possible help, the 16th test, and then every 8th.
+    #[test]
+    fn a_slow_loop_helps_at_its_second_clock_reading() {
+        let pace = HelpPace::new();
+        let (helped, _) = helps(&pace, 5, 0, 100_000, 40);
+        assert_eq!(helped, vec![16, 24, 32, 40]);
+    }
+
+    /// A barrier over within its first tests never reads the clock; the
+    /// next barrier starts its count afresh, and so does its wait.
+    #[test]
+    fn each_barrier_starts_afresh() {
+        let pace = HelpPace::new();
+        assert_eq!(helps(&pace, 1, 0, 30, 7), (vec![], 0));
+        let (helped, _) = helps(&pace, 2, 0, 100_000, 16);
+        assert_eq!(helped, vec![16]);
+        // Barrier 3 starts at a later time: its 8th test sets the mark again.
+        let (helped, _) = helps(&pace, 3, 10_000_000, 30, 300);
+        assert_eq!(helped, vec![280]);
+    }
+
+    #[test]
+    fn the_clock_moves_forward() {
+        let a = now_ns();
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(now_ns() >= a + 1_000_000);
     }
 }

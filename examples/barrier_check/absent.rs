@@ -35,6 +35,8 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
     let done = board.cell(DONE_SLOT, 0);
     let started = Row(&board, STARTED_SLOT);
     let mut late = 0;
+    // Start-to-completion times of this rank's present rounds (ns).
+    let mut took = Vec::new();
     for round in 1..=rounds {
         let present = (round as usize) % n;
         let persistent = round % 2 == 0;
@@ -58,8 +60,10 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
                 assert!(since.elapsed().as_secs() < 60, "rank {me}: the others never started round {round}");
                 std::thread::yield_now();
             }
+            let t0 = std::time::Instant::now();
             let mut ib = start(&mut p);
             ib.as_mut().unwrap_or(&mut p).wait();
+            took.push(t0.elapsed().as_nanos() as u64);
             check_after(&t, &board, me, k);
             done.store(round, SeqCst);
         } else {
@@ -85,6 +89,20 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
     }
     p.free();
     if late == 0 {
-        println!("rank {me}: absent OK ({rounds} rounds)");
+        took.sort_unstable();
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let spread = match (took.first(), took.get(took.len() / 2), took.last()) {
+            (Some(&lo), Some(&mid), Some(&hi)) => {
+                format!(
+                    "; present in {}: start to completion {:.2} us median [{:.2}-{:.2}]",
+                    took.len(),
+                    us(mid),
+                    us(lo),
+                    us(hi)
+                )
+            }
+            _ => String::new(),
+        };
+        println!("rank {me}: absent OK ({rounds} rounds{spread})");
     }
 }

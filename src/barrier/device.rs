@@ -132,34 +132,23 @@ pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     unless_failed(c, seg, done)
 }
 
-/// A polled rank starts helping its leaders after this many tests of one
-/// barrier in flight (`tested`), and then helps once in `HELP_EVERY`: a
-/// barrier whose leaders are in MPI is over long before (a test per
-/// progress pass, tens of ns each), so helpers, which read every leader's
-/// lines, stay off its way; one whose leader computes completes within
-/// several microseconds of tests.
-const HELP_AFTER: u32 = 256;
-const HELP_EVERY: u32 = 64;
-
 /// Whether `t` is released, tested by a barrier in flight (MPI_Ibarrier,
 /// the persistent barrier, a node's local phase of a spanning one), whose
 /// ranks may not call MPI while it is: as `released`, and on the polled
 /// device a rank whose barrier stays in flight reads for its leaders now
-/// and then (`polled::help`), so that a barrier every rank entered
-/// completes for the ranks that test it, as the other cores' do (their
+/// and then (`polled::help`, paced by `wait::HelpPace`), so that a barrier
+/// every rank entered completes for the ranks that test it, as the other
+/// cores' do (their
 /// last arrival releases). Across nodes the leaders' phase still needs
 /// each node's leader in MPI, whatever the core.
 pub fn tested<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     let Ticket::Polled(target) = t else { return released(c, t) };
     let seg = c.segment().expect("device set up");
     let mut done = over(look(seg, c.layout().expect("layout").me, target));
-    if !done {
-        let tests = seg.tests_of(target.0);
-        if tests >= HELP_AFTER && tests.is_multiple_of(HELP_EVERY) {
-            let p = polled::help(seg.tree(), &seg.polled_wires(), target);
-            woken(seg, p);
-            done = over(p);
-        }
+    if !done && seg.help_pace().due(target.0, crate::wait::now_ns) {
+        let p = polled::help(seg.tree(), &seg.polled_wires(), target);
+        woken(seg, p);
+        done = over(p);
     }
     unless_failed(c, seg, done)
 }

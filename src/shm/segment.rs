@@ -19,6 +19,7 @@ use std::ptr::NonNull;
 use crate::core::polled::{self, Tree};
 use crate::core::toggle::{Shape, Wires};
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
+use crate::wait::HelpPace;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"HWBARR01");
 
@@ -110,10 +111,9 @@ pub struct Segment {
     /// The toggle barrier's bank tree and the polled barrier's tree, fixed
     /// when the device is sealed.
     shape: Option<(Shape, Tree)>,
-    /// This process's tests of the polled barrier in flight whose count is
-    /// in `testing`, to pace its help (`barrier::device::tested`).
-    tests: std::sync::atomic::AtomicU32,
-    testing: std::sync::atomic::AtomicU32,
+    /// When this process helps the leaders of a polled barrier in flight
+    /// (`barrier::device::tested`).
+    help: HelpPace,
 }
 
 // SAFETY: the mapping is plain shared memory accessed only through atomics;
@@ -151,14 +151,7 @@ impl Segment {
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
         let base = map(&file, layout.len)?;
-        let seg = Segment {
-            base,
-            layout,
-            fd: Some(file.into()),
-            shape: None,
-            tests: Default::default(),
-            testing: Default::default(),
-        };
+        let seg = Segment { base, layout, fd: Some(file.into()), shape: None, help: HelpPace::new() };
         // SAFETY: the header lies inside the fresh mapping, which no other
         // process knows yet, and is suitably aligned (page start).
         unsafe {
@@ -191,8 +184,7 @@ impl Segment {
             return Err(bad("segment has an unexpected size"));
         }
         let base = map(&file, layout.len)?;
-        let seg =
-            Segment { base, layout, fd: None, shape: None, tests: Default::default(), testing: Default::default() };
+        let seg = Segment { base, layout, fd: None, shape: None, help: HelpPace::new() };
         // SAFETY: the header lies at the start of the mapping just made.
         let h = unsafe { base.cast::<Header>().as_ptr().read() };
         if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
@@ -242,17 +234,9 @@ impl Segment {
         self.layout
     }
 
-    /// Counts one more test of the barrier whose count is `barrier`;
-    /// returns how many this process made of it, this one included. Only
-    /// pacing rides on it: threads racing here miscount a little, no more.
-    pub fn tests_of(&self, barrier: u32) -> u32 {
-        use std::sync::atomic::Ordering::Relaxed;
-        // Plain loads and stores, no locked instruction: a test is tens of
-        // ns, and a lost count between threads costs nothing.
-        let n = if self.testing.load(Relaxed) == barrier { self.tests.load(Relaxed).wrapping_add(1) } else { 1 };
-        self.testing.store(barrier, Relaxed);
-        self.tests.store(n, Relaxed);
-        n
+    /// This process's pace of help for polled barriers in flight.
+    pub fn help_pace(&self) -> &HelpPace {
+        &self.help
     }
 
     fn token(&self) -> u64 {
@@ -376,16 +360,6 @@ mod tests {
         );
         assert_eq!(Layout::new(200).own_at - Layout::new(200).line_at, 256);
         assert!(Layout::new(1000).len >= 128 * (4 * 1000 + 16 + 3));
-    }
-
-    /// The polled barrier's pacing counts the tests of one barrier and
-    /// starts again at the next.
-    #[test]
-    fn tests_are_counted_per_barrier() {
-        let seg = Segment::create(2, 1).unwrap();
-        assert_eq!((1..=3).map(|_| seg.tests_of(7)).collect::<Vec<_>>(), vec![1, 2, 3]);
-        assert_eq!(seg.tests_of(8), 1);
-        assert_eq!(seg.tests_of(8), 2);
     }
 
     #[test]
