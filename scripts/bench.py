@@ -16,8 +16,8 @@ rounds is reported. OSU_DIR=<dir> runs the real osu_barrier instead (no
 skew or placement then).
 
 Environment: ROUNDS (5), NPS (2,4,8), SEED, SECTIONS
-(barrier,threads,load,progress,pace,ibarrier,fakenodes,init: which parts
-run), PACE_LAUNCHES (6), PROGRESS_LAUNCHES (3), MPICH_VENV
+(barrier,threads,load,progress,pace,help,ibarrier,fakenodes,init: which
+parts run), PACE_LAUNCHES (6), PROGRESS_LAUNCHES (3), HELP_LAUNCHES (3), MPICH_VENV
 (build/mpich-venv, made by scripts/deps.sh bench; NO_MPICH=1 leaves MPICH
 out), MPICH_TIMEOUT (60 s per MPICH launch), INIT_LAUNCHES (15), BIND (1:
 the barrier section's launches bind rank i to cpu i mod cpus).
@@ -69,7 +69,7 @@ NPS = [int(x) for x in os.environ.get("NPS", "2,4,8").split(",")]
 # (3+1) when ranks outnumber cpus.
 BIND = os.environ.get("BIND") == "1"
 SEED = int(os.environ.get("SEED", str(int(time.time()) % 100000)))
-SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,progress,pace,ibarrier,fakenodes,init").split(",")
+SECTIONS = os.environ.get("SECTIONS", "barrier,threads,load,progress,pace,help,ibarrier,fakenodes,init").split(",")
 THREADS_LAUNCHES = int(os.environ.get("THREADS_LAUNCHES", "9"))
 LOAD_LAUNCHES = int(os.environ.get("LOAD_LAUNCHES", "3"))
 INIT_LAUNCHES = int(os.environ.get("INIT_LAUNCHES", "15"))
@@ -818,6 +818,47 @@ def progress_section():
             print(f"  {np} ranks, {what:<15}: " + ", ".join(line) + ratio)
 
 
+HELP_LAUNCHES = int(os.environ.get("HELP_LAUNCHES", "3"))
+HELP_ROUNDS = 400
+
+
+def help_section():
+    """A non-blocking barrier whose other ranks compute without MPI calls
+    (barrier_check absent: every rank starts an MPI_Ibarrier or persistent
+    barrier, one waits in MPI_Wait, the others spin until it is done): the
+    waiting rank's start-to-completion time. polled's waiter must read for
+    a computing leader (wait::HelpPace); toggle's last arrival releases.
+    2 ranks bound apart, 4 ranks unbound (oversubscribed), both on a
+    synthetic topology of one L3 domain per 2 cores."""
+    prog = os.path.join(TARGET, "release/examples/barrier_check")
+    cases = [(2, "package:1 l3:1 core:2", True), (4, "package:1 l3:2 core:2", False)]
+    res = {}
+    for i in range(HELP_LAUNCHES):
+        for np, topo, bind in cases:
+            for alg in ("polled", "toggle"):
+                board = os.path.join(OUT, "help-board")
+                open(board, "w").close()
+                env = dict(ENV, HWBARR_BOARD=board, OMPI_MCA_coll_hwbarr_topology=topo)
+                args = ["--mca", "coll_hwbarr_algorithm", alg, "-x", "HWBARR_BOARD",
+                        "-x", "OMPI_MCA_coll_hwbarr_topology"]
+                out = mpirun(np, args, [prog, "absent", str(HELP_ROUNDS)], env=env, timeout=120, bind=bind)
+                os.remove(board)
+                meds = [float(x) for x in re.findall(r"start to completion ([\d.]+) us median", out)]
+                if len(meds) != np or "ABSENT" in out:
+                    print(f"\n  {np} ranks {alg}: launch failed or a barrier stayed incomplete")
+                    continue
+                # The slowest rank's median: the rank that waits for helped leaders.
+                res.setdefault((np, alg), []).append(max(meds))
+                print(f"\r  help launch {i + 1}/{HELP_LAUNCHES} {np} ranks {alg:<7}   ", end="", flush=True)
+    print(f"\n\nA non-blocking barrier whose other ranks compute, {HELP_LAUNCHES} launches of {HELP_ROUNDS} rounds: "
+          "the waiting rank's start-to-completion time (the slowest rank's median per launch, µs), "
+          "median [min–max] over launches:")
+    for np, _, bind in cases:
+        line = [f"{alg} {st.median(v):.2f} [{min(v):.2f}–{max(v):.2f}]"
+                for alg in ("polled", "toggle") if (v := res.get((np, alg)))]
+        print(f"  {np} ranks ({'bound' if bind else 'unbound, oversubscribed'}): " + ", ".join(line))
+
+
 PACE_LAUNCHES = int(os.environ.get("PACE_LAUNCHES", "6"))
 PACE_ITERS = 400000  # 20 rounds of 20,000 of each loop
 PACE_SLOW = 1.15  # a rank runs slowed when its MPI_COMM_SELF barrier takes this much over the fastest of its MPI
@@ -953,6 +994,8 @@ def main():
         progress_section()
     if "pace" in SECTIONS:
         pace_section()
+    if "help" in SECTIONS:
+        help_section()
     if "ibarrier" in SECTIONS:
         ibarrier_bench()
     if "fakenodes" in SECTIONS:

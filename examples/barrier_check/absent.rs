@@ -1,5 +1,5 @@
 //! `absent <rounds>`: in each round every rank starts a non-blocking
-//! barrier (MPI_Ibarrier, or the persistent barrier every other round), and
+//! barrier (MPI_Ibarrier, or the persistent barrier every other turn), and
 //! then all but one rank "compute": they make no MPI call until that rank
 //! has completed the barrier (it says so on the board). That rank starts
 //! its barrier last, once the others said on the board that they started. MPI's progress rule
@@ -39,7 +39,9 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
     let mut took = Vec::new();
     for round in 1..=rounds {
         let present = (round as usize) % n;
-        let persistent = round % 2 == 0;
+        // Each rank is present once per n rounds, with the kinds alternating
+        // between those turns.
+        let persistent = (round / n as u64) % 2 == 1;
         // A blocking barrier first, so that the absent ranks are in this
         // round's computation before the present rank could finish.
         t.checked_barrier(&board, me);
