@@ -841,11 +841,17 @@ def help_section():
                 env = dict(ENV, HWBARR_BOARD=board, OMPI_MCA_coll_hwbarr_topology=topo)
                 args = ["--mca", "coll_hwbarr_algorithm", alg, "-x", "HWBARR_BOARD",
                         "-x", "OMPI_MCA_coll_hwbarr_topology"]
-                out = mpirun(np, args, [prog, "absent", str(HELP_ROUNDS)], env=env, timeout=120, bind=bind)
-                os.remove(board)
+                try:
+                    out = mpirun(np, args, [prog, "absent", str(HELP_ROUNDS)], env=env, timeout=120, bind=bind)
+                except (Timeout, RuntimeError) as e:
+                    out = ""
+                    print(f"\n  {np} ranks {alg}: launch failed: {str(e).splitlines()[0]}")
+                finally:
+                    os.remove(board)
                 meds = [float(x) for x in re.findall(r"start to completion ([\d.]+) us median", out)]
-                if len(meds) != np or "ABSENT" in out:
-                    print(f"\n  {np} ranks {alg}: launch failed or a barrier stayed incomplete")
+                if len(meds) != np:
+                    # A rank whose round stayed incomplete prints no OK line.
+                    res.setdefault((np, alg, "failed"), []).append(i)
                     continue
                 # The slowest rank's median: the rank that waits for helped leaders.
                 res.setdefault((np, alg), []).append(max(meds))
@@ -854,8 +860,10 @@ def help_section():
           "the waiting rank's start-to-completion time (the slowest rank's median per launch, µs), "
           "median [min–max] over launches:")
     for np, _, bind in cases:
-        line = [f"{alg} {st.median(v):.2f} [{min(v):.2f}–{max(v):.2f}]"
-                for alg in ("polled", "toggle") if (v := res.get((np, alg)))]
+        line = [f"{alg} {st.median(v):.2f} [{min(v):.2f}–{max(v):.2f}]" if (v := res.get((np, alg))) else f"{alg} –"
+                for alg in ("polled", "toggle")]
+        line += [f"{alg}: {len(f)} launches failed or incomplete"
+                 for alg in ("polled", "toggle") if (f := res.get((np, alg, "failed")))]
         print(f"  {np} ranks ({'bound' if bind else 'unbound, oversubscribed'}): " + ", ".join(line))
 
 

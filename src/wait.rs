@@ -4,7 +4,7 @@
 //! outnumber cores (a spinning waiter would otherwise hold the very core
 //! its releaser needs).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 pub use crate::settings::Idle;
@@ -27,6 +27,20 @@ pub const YIELDS_BEFORE_SLEEP: u32 = 3;
 ///   its releaser needs for a whole scheduler slice (2 ranks under
 ///   `taskset -c 0`: 4 ms per barrier), yielding gives it up.
 pub const LONG_WAIT_POLLS: u64 = 4096;
+
+/// A progress turn at least this long did work, on an Open MPI whose
+/// progress engine does not say (4.1). An idle turn runs each transport's
+/// poll and returns in well under a microsecond; serving a peer's
+/// rendezvous (matching it and copying the message in) or a one-sided
+/// operation takes microseconds. A turn stretched by the scheduler counts
+/// too: that only keeps a waiter awake a while longer.
+pub const WORK_TURN: Duration = Duration::from_micros(2);
+
+/// Did a progress turn that took `took` do work (4.1's engine, which
+/// returns nothing)?
+pub fn turn_did_work(took: Duration) -> bool {
+    took >= WORK_TURN
+}
 
 /// Longest sleep before a sleeping waiter turns MPI progress again.
 pub const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_micros(200);
@@ -237,15 +251,23 @@ fn wait_by<E>(
 /// persistent barrier, tested in progress passes) reads for its leaders
 /// (`polled::help`). By time, not by tests alone: a test comes every 30-55
 /// ns from a tight MPI_Wait (measured here), every few µs from an
-/// oversubscribed one that yields per pass, every compute chunk from an
-/// overlap loop: a fixed count of 256 tests would be 8-14 µs in
-/// the first and about 920 µs in the second (the `absent` check at 4 ranks
-/// on 2 cores). A barrier whose leaders are in MPI is over long before
+/// oversubscribed one that yields per pass, once per compute chunk from an
+/// overlap loop: a fixed count of 256 tests would be 8-14 µs in the first
+/// and about 920 µs in the second (the `absent` check at 4 ranks on 2
+/// cores). A barrier whose leaders are in MPI is over long before
 /// `HELP_WAIT` (helpers read every leader's lines, so they stay off its
-/// way); one whose leader computes completes within it, and help repeats
-/// every `HELP_AGAIN` while the barrier stays in flight. The clock is read
-/// once in `HELP_CHECK_EVERY` tests, never in a barrier's first ones (where
-/// a fast barrier completes).
+/// way); one whose leader computes completes soon after it, and help
+/// repeats every `HELP_AGAIN` while the barrier stays in flight.
+///
+/// The clock costs 20-50 ns a reading, so a tight loop reads it once in
+/// `HELP_CHECK_EVERY` tests and never in a barrier's first ones (where a
+/// fast barrier completes): there the first help comes at the first 8th
+/// test `HELP_WAIT` after the 8th. A loop whose tests came `SLOW_TEST` or
+/// more apart (found at a reading) reads the clock at every test from then
+/// on, the next barriers' first tests included, until tests come faster
+/// again: its helps come at the first test `HELP_WAIT` after the
+/// barrier's first test, then at the first test `HELP_AGAIN` after the
+/// last help.
 pub struct HelpPace {
     /// Count of the barrier being tested, and this process's tests of it.
     testing: AtomicU32,
@@ -254,34 +276,60 @@ pub struct HelpPace {
     /// clock reading of this barrier, or after a help, `HELP_WAIT -
     /// HELP_AGAIN` before it.
     mark: AtomicU64,
+    /// The last clock reading, and the test count at it.
+    read_at: AtomicU64,
+    read_test: AtomicU32,
+    /// Tests came `SLOW_TEST` or more apart at the last reading.
+    slow: AtomicBool,
 }
 
-/// Tests between two clock readings.
+/// Tests between two clock readings in a tight loop.
 pub const HELP_CHECK_EVERY: u32 = 8;
 /// Time in flight, from the first clock reading, before the first help.
 pub const HELP_WAIT: Duration = Duration::from_micros(8);
 /// Time between two helps.
 pub const HELP_AGAIN: Duration = Duration::from_micros(2);
+/// Tests this far apart or more make a loop slow: a clock reading costs
+/// little beside them.
+pub const SLOW_TEST: Duration = Duration::from_nanos(250);
+const _: () = assert!(HELP_AGAIN.as_nanos() < HELP_WAIT.as_nanos());
 
 impl HelpPace {
     pub const fn new() -> HelpPace {
-        HelpPace { testing: AtomicU32::new(0), tests: AtomicU32::new(0), mark: AtomicU64::new(0) }
+        HelpPace {
+            testing: AtomicU32::new(0),
+            tests: AtomicU32::new(0),
+            mark: AtomicU64::new(0),
+            read_at: AtomicU64::new(0),
+            read_test: AtomicU32::new(0),
+            slow: AtomicBool::new(false),
+        }
     }
 
     /// Counts one more test of the barrier whose count is `barrier` and
     /// says whether to help now; `now` (nanoseconds, monotonic) is called
-    /// only once in `HELP_CHECK_EVERY` tests. Plain loads and stores, no
+    /// only at the tests that read the clock. Plain loads and stores, no
     /// locked instruction: a test is tens of ns, and threads racing here
     /// only move a help a little.
     pub fn due(&self, barrier: u32, now: impl FnOnce() -> u64) -> bool {
         let n = if self.testing.load(Relaxed) == barrier { self.tests.load(Relaxed).wrapping_add(1) } else { 1 };
         self.testing.store(barrier, Relaxed);
         self.tests.store(n, Relaxed);
-        if !n.is_multiple_of(HELP_CHECK_EVERY) {
+        let slow = self.slow.load(Relaxed);
+        if !slow && !n.is_multiple_of(HELP_CHECK_EVERY) {
             return false;
         }
         let t = now();
-        if n == HELP_CHECK_EVERY {
+        let first = n == 1 || (!slow && n == HELP_CHECK_EVERY);
+        if !first {
+            // Time per test since the last reading, tests counted since.
+            let tests = u64::from(n.wrapping_sub(self.read_test.load(Relaxed)).max(1));
+            let apart = t.saturating_sub(self.read_at.load(Relaxed)) / tests;
+            self.slow.store(apart >= SLOW_TEST.as_nanos() as u64, Relaxed);
+        }
+        self.read_at.store(t, Relaxed);
+        self.read_test.store(n, Relaxed);
+        if first {
             self.mark.store(t, Relaxed);
             return false;
         }
@@ -471,12 +519,28 @@ mod tests {
     }
 
     /// A slow loop (a test every 100 µs of computation, or a yield per
-    /// pass): the first possible help, the 16th test, and then every 8th.
+    /// pass): its first barrier helps at the second reading of the clock
+    /// (the 16th test), which finds the loop slow, and then at every test;
+    /// its next barrier at its second test.
     #[test]
-    fn a_slow_loop_helps_at_its_second_clock_reading() {
+    fn a_slow_loop_helps_from_its_second_reading_and_then_at_every_test() {
         let pace = HelpPace::new();
-        let (helped, _) = helps(&pace, 5, 0, 100_000, 40);
-        assert_eq!(helped, vec![16, 24, 32, 40]);
+        let (helped, reads) = helps(&pace, 5, 0, 100_000, 40);
+        assert_eq!(helped, (16..=40).collect::<Vec<_>>());
+        assert_eq!(reads, 2 + 24);
+        let (helped, reads) = helps(&pace, 6, 10_000_000, 100_000, 5);
+        assert_eq!((helped, reads), (vec![2, 3, 4, 5], 5));
+    }
+
+    /// A loop that turns fast again reads the clock once in 8 tests again
+    /// from its second test, and waits HELP_WAIT from its 8th.
+    #[test]
+    fn a_loop_that_turns_fast_reads_the_clock_seldom_again() {
+        let pace = HelpPace::new();
+        helps(&pace, 1, 0, 100_000, 20);
+        let (helped, reads) = helps(&pace, 2, 10_000_000, 30, 1000);
+        assert_eq!(reads, 2 + 1000 / HELP_CHECK_EVERY);
+        assert_eq!(helped.first(), Some(&280));
     }
 
     /// A barrier over within its first tests never reads the clock; the
@@ -485,11 +549,13 @@ mod tests {
     fn each_barrier_starts_afresh() {
         let pace = HelpPace::new();
         assert_eq!(helps(&pace, 1, 0, 30, 7), (vec![], 0));
-        let (helped, _) = helps(&pace, 2, 0, 100_000, 16);
+        let (helped, _) = helps(&pace, 2, 0, 3_000, 16);
         assert_eq!(helped, vec![16]);
-        // Barrier 3 starts at a later time: its 8th test sets the mark again.
-        let (helped, _) = helps(&pace, 3, 10_000_000, 30, 300);
-        assert_eq!(helped, vec![280]);
+        // Barrier 3 starts at a later time, with tests 30 ns apart: its
+        // first test reads the clock (the last loop was slow), its second
+        // finds the loop fast, its 8th sets the mark again.
+        let (helped, reads) = helps(&pace, 3, 10_000_000, 30, 300);
+        assert_eq!((helped, reads), (vec![280], 2 + 300 / HELP_CHECK_EVERY));
     }
 
     #[test]

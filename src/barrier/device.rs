@@ -243,6 +243,62 @@ mod tests {
         }
     }
 
+    /// A polled barrier whose root entered and then computes completes for
+    /// the rank that tests it (help), but never at its first test, nor in
+    /// the first 8 tests of a communicator's first barrier (a tight loop
+    /// reads the clock only from the 8th): twice in a row, so that the
+    /// pace starts afresh with each barrier.
+    #[test]
+    fn a_tested_barrier_is_helped_only_after_its_first_tests() {
+        use crate::comm::Options;
+        use crate::p2p::mem;
+        use crate::settings::Algorithm;
+        use std::sync::{Arc, Barrier};
+        let sync = Arc::new(Barrier::new(2));
+        mem::run(mem::network(&["a", "a"]), move |ep| {
+            let r = ep.rank();
+            let c = Comm::new(ep, r, 2, 3, false, Options::for_tests(Algorithm::Polled, None));
+            let mut op = crate::barrier::Op::start(&c, None).unwrap();
+            while !op.poll(&c).unwrap() {
+                std::thread::yield_now();
+            }
+            let mut bad = Vec::new();
+            for round in 0..2 {
+                if r == 0 {
+                    let t = arrive(&c, Core::Polled);
+                    sync.wait(); // arrived; now "computes"
+                    sync.wait(); // rank 1 is through
+                    assert!(released(&c, t).unwrap());
+                } else {
+                    sync.wait();
+                    let t = arrive(&c, Core::Polled);
+                    let Ticket::Polled(target) = t else { unreachable!() };
+                    let early = if round == 0 { 8 } else { 1 };
+                    let at = (1..=early).find(|_| tested(&c, t).unwrap());
+                    let since = std::time::Instant::now();
+                    let mut helped = at.is_some();
+                    while !helped && since.elapsed().as_secs() < 2 {
+                        helped = tested(&c, t).unwrap();
+                    }
+                    if !helped {
+                        // Release rank 0 before judging, so that a failure
+                        // fails rather than hangs.
+                        let seg = c.segment().unwrap();
+                        polled::help(seg.tree(), &seg.polled_wires(), target);
+                    }
+                    sync.wait();
+                    if let Some(k) = at {
+                        bad.push(format!("barrier {round}: helped at test {k}"));
+                    }
+                    if !helped {
+                        bad.push(format!("barrier {round}: not helped within 2 s"));
+                    }
+                }
+            }
+            assert!(bad.is_empty(), "{bad:?}");
+        });
+    }
+
     #[test]
     fn tickets_pack_into_the_express_payload() {
         for t in [

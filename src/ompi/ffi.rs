@@ -39,28 +39,62 @@ pub const SUCCESS: i32 = 0;
 /// Open MPI's generic error code (`OMPI_ERROR`).
 pub const ERROR: i32 = -1;
 
-/// Turns Open MPI's progress engine once; true when it reports events
-/// (5.0 and later return their number; 4.1 returns nothing: false).
-#[allow(clippy::unit_arg)] // 4.1's opal_progress returns ()
+/// Turns Open MPI's progress engine once; true when it did work: 5.0 and
+/// later return the number of events, 4.1 returns nothing, so there the
+/// turn's duration tells (`wait::turn_did_work`).
 pub fn progress() -> bool {
     // SAFETY: opal_progress may be called from any thread inside an MPI
     // call, which is where hwbarr runs.
-    unsafe { opal_progress() }.any()
+    did_work(|| unsafe { opal_progress() })
 }
 
-/// What `opal_progress` returns, read as "did it do any work".
+/// Runs one progress turn `turn` and reads what it returns as "did it do
+/// any work", timing it where the return says nothing.
+fn did_work<R: Events>(turn: impl FnOnce() -> R) -> bool {
+    let since = (!R::COUNTS).then(std::time::Instant::now);
+    let events = turn();
+    events.any(since)
+}
+
+/// What `opal_progress` returns.
 trait Events {
-    fn any(self) -> bool;
+    /// Whether it counts the events of the turn.
+    const COUNTS: bool;
+    /// Did the turn do work? `since`: when it began, if it does not count.
+    fn any(self, since: Option<std::time::Instant>) -> bool;
 }
 
 impl Events for () {
-    fn any(self) -> bool {
-        false
+    const COUNTS: bool = false;
+    fn any(self, since: Option<std::time::Instant>) -> bool {
+        since.is_some_and(|t| crate::wait::turn_did_work(t.elapsed()))
     }
 }
 
 impl Events for std::ffi::c_int {
-    fn any(self) -> bool {
+    const COUNTS: bool = true;
+    fn any(self, _: Option<std::time::Instant>) -> bool {
         self > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// 5.0's count decides whatever the time; 4.1's turn (returning
+    /// nothing) did work when it took long.
+    #[test]
+    fn a_turn_did_work_by_its_count_or_else_by_its_duration() {
+        let slow = || std::thread::sleep(Duration::from_micros(50));
+        assert!(!did_work(|| {
+            slow();
+            0 as std::ffi::c_int
+        }));
+        assert!(did_work(|| 3 as std::ffi::c_int));
+        assert!(did_work(slow));
+        assert!(!crate::wait::turn_did_work(Duration::from_nanos(300)));
+        assert!(crate::wait::turn_did_work(crate::wait::WORK_TURN));
     }
 }
