@@ -205,6 +205,18 @@ static const char *string_var(const char *project, const char *framework, const 
 
 int hwb_mpi_thread_multiple(void) { return ompi_mpi_thread_multiple ? 1 : 0; }
 
+int hwb_progress_unyielding(void)
+{
+    if (ompi_mpi_thread_multiple) {
+        opal_progress();
+        return -1;
+    }
+    bool yield = opal_progress_set_yield_when_idle(false);
+    opal_progress();
+    opal_progress_set_yield_when_idle(yield);
+    return yield ? 1 : 0;
+}
+
 const char *hwb_coll_selection(void) { return string_var("ompi", "coll", NULL, NULL); }
 
 const char *hwb_component_path(void) { return string_var("opal", "mca", "base", "component_path"); }

@@ -56,6 +56,15 @@ int hwb_mpi_yield_when_idle(void);
 /* 1 when MPI_Init granted MPI_THREAD_MULTIPLE (ompi_mpi_thread_multiple,
  * set before MPI_COMM_WORLD chooses its collectives). */
 int hwb_mpi_thread_multiple(void);
+/* One turn of opal_progress without the engine's own yield after an idle
+ * turn, for a caller that tells idle turns from busy ones by their duration
+ * (4.1, whose opal_progress returns nothing; the yield would make every
+ * turn of an oversubscribed rank look long). Returns 1 when the engine
+ * would have yielded after an idle turn (the caller then yields after one),
+ * 0 when not, and -1 when the turn ran as usual: with MPI_THREAD_MULTIPLE,
+ * because the switch is process-wide and another thread may be turning
+ * progress. */
+int hwb_progress_unyielding(void);
 /* The value of the coll framework's selection variable (`--mca coll ...`),
  * or NULL when unset. */
 const char *hwb_coll_selection(void);

@@ -40,40 +40,58 @@ pub const SUCCESS: i32 = 0;
 pub const ERROR: i32 = -1;
 
 /// Turns Open MPI's progress engine once; true when it did work: 5.0 and
-/// later return the number of events, 4.1 returns nothing, so there the
-/// turn's duration tells (`wait::turn_did_work`).
+/// later return the number of events; 4.1 returns nothing, so there the
+/// turn's duration tells (`wait::turn_did_work`), timed on a turn without
+/// the engine's own yield after an idle one (which would make every turn
+/// of an oversubscribed rank long), and the yield then follows if the turn
+/// was short. Under MPI_THREAD_MULTIPLE 4.1's turns run as usual and count
+/// as idle (the yield switch is process-wide).
 pub fn progress() -> bool {
-    // SAFETY: opal_progress may be called from any thread inside an MPI
-    // call, which is where hwbarr runs.
-    did_work(|| unsafe { opal_progress() })
+    did_work(
+        // SAFETY: opal_progress may be called from any thread inside an
+        // MPI call, which is where hwbarr runs.
+        || unsafe { opal_progress() },
+        // SAFETY: as above; the shim restores the yield switch before it
+        // returns and touches it only without MPI_THREAD_MULTIPLE.
+        || unsafe { hwb_progress_unyielding() },
+    )
 }
 
-/// Runs one progress turn `turn` and reads what it returns as "did it do
-/// any work", timing it where the return says nothing.
-fn did_work<R: Events>(turn: impl FnOnce() -> R) -> bool {
-    let since = (!R::COUNTS).then(std::time::Instant::now);
-    let events = turn();
-    events.any(since)
+/// One progress turn, read as "did it do any work": `turn` where it counts
+/// its events, else `unyielding` (a turn without the engine's yield when
+/// idle: 1 if it would have yielded, 0 if not, -1 if it ran as usual),
+/// timed.
+fn did_work<R: Events>(turn: impl FnOnce() -> R, unyielding: impl FnOnce() -> std::ffi::c_int) -> bool {
+    if R::COUNTS {
+        return turn().any();
+    }
+    let since = std::time::Instant::now();
+    let yields = unyielding();
+    let worked = yields >= 0 && crate::wait::turn_did_work(since.elapsed());
+    if yields > 0 && !worked {
+        std::thread::yield_now();
+    }
+    worked
 }
 
 /// What `opal_progress` returns.
 trait Events {
     /// Whether it counts the events of the turn.
     const COUNTS: bool;
-    /// Did the turn do work? `since`: when it began, if it does not count.
-    fn any(self, since: Option<std::time::Instant>) -> bool;
+    /// Did the turn do work (false where it does not count)?
+    fn any(self) -> bool;
 }
 
 impl Events for () {
     const COUNTS: bool = false;
-    fn any(self, since: Option<std::time::Instant>) -> bool {
-        since.is_some_and(|t| crate::wait::turn_did_work(t.elapsed()))
+    fn any(self) -> bool {
+        false
     }
 }
 
 impl Events for std::ffi::c_int {
     const COUNTS: bool = true;
-    fn any(self, _: Option<std::time::Instant>) -> bool {
+    fn any(self) -> bool {
         self > 0
     }
 }
@@ -81,19 +99,45 @@ impl Events for std::ffi::c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::c_int;
     use std::time::Duration;
 
-    /// 5.0's count decides whatever the time; 4.1's turn (returning
-    /// nothing) did work when it took long.
+    fn slow() {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+
+    /// 5.0's count decides whatever the time, and 4.1's unyielding turn is
+    /// never taken there.
     #[test]
-    fn a_turn_did_work_by_its_count_or_else_by_its_duration() {
-        let slow = || std::thread::sleep(Duration::from_micros(50));
-        assert!(!did_work(|| {
+    fn a_counted_turn_did_work_by_its_count() {
+        let never = || -> c_int { panic!("the timed turn where the engine counts") };
+        assert!(!did_work(
+            || {
+                slow();
+                0 as c_int
+            },
+            never
+        ));
+        assert!(did_work(|| 3 as c_int, never));
+    }
+
+    /// 4.1: a long turn did work; a turn run as usual (threads) says
+    /// nothing, however long; never the plain turn.
+    #[test]
+    fn an_uncounted_turn_did_work_by_its_duration() {
+        let never = || -> () { panic!("the plain turn where the engine does not count") };
+        assert!(did_work(never, || {
             slow();
-            0 as std::ffi::c_int
+            1
         }));
-        assert!(did_work(|| 3 as std::ffi::c_int));
-        assert!(did_work(slow));
+        assert!(did_work(never, || {
+            slow();
+            0
+        }));
+        assert!(!did_work(never, || {
+            slow();
+            -1
+        }));
         assert!(!crate::wait::turn_did_work(Duration::from_nanos(300)));
         assert!(crate::wait::turn_did_work(crate::wait::WORK_TURN));
     }
