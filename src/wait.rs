@@ -267,7 +267,9 @@ fn wait_by<E>(
 /// on, the next barriers' first tests included, until tests come faster
 /// again: its helps come at the first test `HELP_WAIT` after the
 /// barrier's first test, then at the first test `HELP_AGAIN` after the
-/// last help.
+/// last help. On a line of its own: it is written at every test, beside
+/// fields that other threads read.
+#[repr(align(128))]
 pub struct HelpPace {
     /// Count of the barrier being tested, and this process's tests of it.
     testing: AtomicU32,
