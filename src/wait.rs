@@ -58,6 +58,19 @@ pub const SPINS_OWN_CORE: u32 = 256;
 /// 17 µs when a pair's two threads share a core.
 pub const SPINS_CROWDED: u32 = 16;
 
+/// What one turn of Open MPI's progress engine did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// It did work (5.0 and later count events; 4.1's turn took long).
+    Worked,
+    /// Nothing that it could tell.
+    Idle,
+    /// Idle, and the engine would have yielded the core after it (4.1 with
+    /// `mpi_yield_when_idle`, whose turn hwbarr times without that yield):
+    /// the waiter yields once it has checked its own wait.
+    IdleYield,
+}
+
 /// The waiting policy of one communicator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitPolicy {
@@ -167,7 +180,7 @@ pub fn try_wait_crowded<E>(
     policy: WaitPolicy,
     crowd: Crowd,
     done: impl FnMut() -> Result<bool, E>,
-    progress: impl FnMut() -> bool,
+    progress: impl FnMut() -> Turn,
     sleep: impl FnMut(),
 ) -> Result<(), E> {
     let _me = Waiting::enter();
@@ -180,7 +193,7 @@ pub fn try_wait_crowded<E>(
 pub fn wait_until(
     policy: WaitPolicy,
     mut done: impl FnMut() -> bool,
-    progress: impl FnMut() -> bool,
+    progress: impl FnMut() -> Turn,
     sleep: impl FnMut(),
 ) {
     let r: Result<(), std::convert::Infallible> = try_wait_until(policy, || Ok(done()), progress, sleep);
@@ -192,7 +205,7 @@ pub fn wait_until(
 /// non-blocking ones). Polls `done` until it is true or fails. Between
 /// rounds of `spins` polls it calls `progress` (Open MPI's progress engine,
 /// so that a peer's pending point-to-point traffic completes while we
-/// wait; true when it reports work done), then yields the core or calls
+/// wait; see `Turn`), then yields the core or calls
 /// `sleep` as the policy says. A `Sleep` waiter whose progress did work
 /// yields instead of sleeping for the next `LONG_WAIT_POLLS` polls: a peer
 /// that needs its progress (a rendezvous, a one-sided operation it is the
@@ -200,7 +213,7 @@ pub fn wait_until(
 pub fn try_wait_until<E>(
     policy: WaitPolicy,
     done: impl FnMut() -> Result<bool, E>,
-    progress: impl FnMut() -> bool,
+    progress: impl FnMut() -> Turn,
     sleep: impl FnMut(),
 ) -> Result<(), E> {
     wait_by(|| policy, done, progress, sleep)
@@ -210,7 +223,7 @@ pub fn try_wait_until<E>(
 fn wait_by<E>(
     mut choose: impl FnMut() -> WaitPolicy,
     mut done: impl FnMut() -> Result<bool, E>,
-    mut progress: impl FnMut() -> bool,
+    mut progress: impl FnMut() -> Turn,
     mut sleep: impl FnMut(),
 ) -> Result<(), E> {
     let mut rounds = 0u32;
@@ -230,11 +243,15 @@ fn wait_by<E>(
             std::hint::spin_loop();
         }
         if policy.progress {
-            if progress() {
+            let turn = progress();
+            if turn == Turn::Worked {
                 awake_until = polls.saturating_add(LONG_WAIT_POLLS);
             }
             if done()? {
                 return Ok(());
+            }
+            if turn == Turn::IdleYield {
+                std::thread::yield_now();
             }
         }
         match policy.idle {
@@ -264,25 +281,28 @@ fn wait_by<E>(
 /// fast barrier completes): there the first help comes at the first 8th
 /// test `HELP_WAIT` after the 8th. A loop whose tests came `SLOW_TEST` or
 /// more apart (found at a reading) reads the clock at every test from then
-/// on, the next barriers' first tests included, until tests come faster
-/// again: its helps come at the first test `HELP_WAIT` after the
-/// barrier's first test, then at the first test `HELP_AGAIN` after the
-/// last help. On a line of its own: it is written at every test, beside
+/// on, the next barriers' first tests included, until a reading finds
+/// tests coming faster (a loop whose barriers all end at their first test
+/// pays one reading each until then): its helps come at the first test
+/// `HELP_WAIT` after the barrier's first test, then at the first test
+/// `HELP_AGAIN` after the end of the last help. On a line of its own: it is written at every test, beside
 /// fields that other threads read.
 #[repr(align(128))]
 pub struct HelpPace {
     /// Count of the barrier being tested, and this process's tests of it.
     testing: AtomicU32,
     tests: AtomicU32,
-    /// Nanoseconds (`now_ns`) from which the wait for help runs: the first
-    /// clock reading of this barrier, or after a help, `HELP_WAIT -
-    /// HELP_AGAIN` before it.
+    /// Nanoseconds (`now_ns`) from which the wait for help runs: the
+    /// barrier's first clock reading, or `HELP_WAIT - HELP_AGAIN` before
+    /// the end of its last help.
     mark: AtomicU64,
     /// The last clock reading, and the test count at it.
     read_at: AtomicU64,
     read_test: AtomicU32,
     /// Tests came `SLOW_TEST` or more apart at the last reading.
     slow: AtomicBool,
+    /// The barrier whose `mark` is set.
+    marked: AtomicU32,
 }
 
 /// Tests between two clock readings in a tight loop.
@@ -305,6 +325,7 @@ impl HelpPace {
             read_at: AtomicU64::new(0),
             read_test: AtomicU32::new(0),
             slow: AtomicBool::new(false),
+            marked: AtomicU32::new(0),
         }
     }
 
@@ -322,7 +343,9 @@ impl HelpPace {
             return false;
         }
         let t = now();
-        let first = n == 1 || (!slow && n == HELP_CHECK_EVERY);
+        // A barrier's first reading sets its mark: at its first test when
+        // the loop is slow, else at its 8th, unless its first test did.
+        let first = n == 1 || (!slow && n == HELP_CHECK_EVERY && self.marked.load(Relaxed) != barrier);
         if !first {
             // Time per test since the last reading, tests counted since.
             let tests = u64::from(n.wrapping_sub(self.read_test.load(Relaxed)).max(1));
@@ -333,6 +356,7 @@ impl HelpPace {
         self.read_test.store(n, Relaxed);
         if first {
             self.mark.store(t, Relaxed);
+            self.marked.store(barrier, Relaxed);
             return false;
         }
         let wait = HELP_WAIT.as_nanos() as u64;
@@ -341,6 +365,15 @@ impl HelpPace {
         }
         self.mark.store(t.saturating_sub(wait - HELP_AGAIN.as_nanos() as u64), Relaxed);
         true
+    }
+
+    /// A help that `due` asked for ended at `t` (nanoseconds): the next is
+    /// `HELP_AGAIN` from here, and the time the help took does not count
+    /// as time between tests (it would make a tight loop look slow).
+    pub fn helped(&self, t: u64) {
+        self.read_at.store(t, Relaxed);
+        self.read_test.store(self.tests.load(Relaxed), Relaxed);
+        self.mark.store(t.saturating_sub((HELP_WAIT - HELP_AGAIN).as_nanos() as u64), Relaxed);
     }
 }
 
@@ -373,7 +406,11 @@ mod tests {
             },
             || {
                 turns += 1;
-                work(turns)
+                if work(turns) {
+                    Turn::Worked
+                } else {
+                    Turn::Idle
+                }
             },
             || naps += 1,
         );
@@ -424,7 +461,7 @@ mod tests {
                     polls += 1;
                     Ok(polls > 4 * (YIELDS_BEFORE_SLEEP as usize + 3))
                 },
-                || false,
+                || Turn::Idle,
                 || naps += 1,
             );
             r.unwrap();
@@ -493,15 +530,31 @@ mod tests {
     /// Tests of one barrier, `step` ns apart from `t0`: the tests (1-based)
     /// at which `pace` helps, up to `tests`, and how often it read the clock.
     fn helps(pace: &HelpPace, barrier: u32, t0: u64, step: u64, tests: u32) -> (Vec<u32>, u32) {
-        let mut reads = 0;
-        let helped = (1..=tests)
-            .filter(|&k| {
-                pace.due(barrier, || {
-                    reads += 1;
-                    t0 + k as u64 * step
-                })
-            })
-            .collect();
+        paced(pace, barrier, t0, tests, |_| step, 0)
+    }
+
+    /// As `helps`, with the gap before test k `step(k)` and each help
+    /// taking `cost` ns, told to the pace as `tested` does.
+    fn paced(
+        pace: &HelpPace,
+        barrier: u32,
+        t0: u64,
+        tests: u32,
+        step: impl Fn(u32) -> u64,
+        cost: u64,
+    ) -> (Vec<u32>, u32) {
+        let (mut t, mut reads, mut helped) = (t0, 0, Vec::new());
+        for k in 1..=tests {
+            t += step(k);
+            if pace.due(barrier, || {
+                reads += 1;
+                t
+            }) {
+                helped.push(k);
+                t += cost;
+                pace.helped(t);
+            }
+        }
         (helped, reads)
     }
 
@@ -535,14 +588,16 @@ mod tests {
     }
 
     /// A loop that turns fast again reads the clock once in 8 tests again
-    /// from its second test, and waits HELP_WAIT from its 8th.
+    /// from its second test, and waits HELP_WAIT from its first (the
+    /// barrier's first reading).
     #[test]
     fn a_loop_that_turns_fast_reads_the_clock_seldom_again() {
         let pace = HelpPace::new();
         helps(&pace, 1, 0, 100_000, 20);
         let (helped, reads) = helps(&pace, 2, 10_000_000, 30, 1000);
         assert_eq!(reads, 2 + 1000 / HELP_CHECK_EVERY);
-        assert_eq!(helped.first(), Some(&280));
+        // 8 µs after test 1 (30 ns): test 268, read at 272.
+        assert_eq!(helped.first(), Some(&272));
     }
 
     /// A barrier over within its first tests never reads the clock; the
@@ -554,10 +609,59 @@ mod tests {
         let (helped, _) = helps(&pace, 2, 0, 3_000, 16);
         assert_eq!(helped, vec![16]);
         // Barrier 3 starts at a later time, with tests 30 ns apart: its
-        // first test reads the clock (the last loop was slow), its second
-        // finds the loop fast, its 8th sets the mark again.
+        // first test reads the clock and sets the mark (the last loop was
+        // slow), its second finds the loop fast.
         let (helped, reads) = helps(&pace, 3, 10_000_000, 30, 300);
-        assert_eq!((helped, reads), (vec![280], 2 + 300 / HELP_CHECK_EVERY));
+        assert_eq!((helped, reads), (vec![272], 2 + 300 / HELP_CHECK_EVERY));
+    }
+
+    /// Around the line between fast and slow: 50 and 200 ns a test read
+    /// the clock once in 8 tests, 300 ns and 3 µs at every test once a
+    /// second reading saw it.
+    #[test]
+    fn the_clock_is_read_at_every_test_only_in_slow_loops() {
+        for (step, reads) in [(50, 25), (200, 25), (300, 2 + 184), (3_000, 2 + 184)] {
+            let (_, r) = helps(&HelpPace::new(), 1, 0, step, 200);
+            assert_eq!(r, reads, "{step} ns a test");
+        }
+    }
+
+    /// A loop that slows down within a barrier reads at every test from
+    /// the first reading that sees it, and is helped 2 µs apart.
+    #[test]
+    fn a_loop_that_slows_within_a_barrier_reads_at_every_test() {
+        let pace = HelpPace::new();
+        // 100 tests of 30 ns, then 3 µs each.
+        let (helped, reads) = paced(&pace, 1, 0, 140, |k| if k <= 100 { 30 } else { 3_000 }, 0);
+        // Readings at 8, 16, ..., 104 (13); the one at 104 sees 3 µs tests.
+        assert_eq!(reads, 13 + 36);
+        assert_eq!(helped.first(), Some(&104));
+        assert!(helped.windows(2).all(|w| w[1] == w[0] + 1), "{helped:?}");
+    }
+
+    /// A barrier that began slow and was helped, whose loop then turns
+    /// fast, is helped again HELP_AGAIN after that help, not HELP_WAIT
+    /// after its 8th test.
+    #[test]
+    fn a_help_in_a_slow_start_is_not_forgotten_when_the_loop_turns_fast() {
+        let pace = HelpPace::new();
+        helps(&pace, 1, 0, 100_000, 20);
+        // Barrier 2: first gap 10 µs (helped at test 2), then 30 ns.
+        let (helped, _) = paced(&pace, 2, 10_000_000, 300, |k| if k <= 2 { 10_000 } else { 30 }, 0);
+        assert_eq!(helped.first(), Some(&2));
+        // 2 µs after test 2 at 30 ns a test: test 69, read at 72.
+        assert_eq!(helped.get(1), Some(&72), "{helped:?}");
+    }
+
+    /// A help that takes long (2.5 µs, longer than HELP_AGAIN) in a tight
+    /// loop neither makes the loop look slow nor brings the next help
+    /// forward: the next comes HELP_AGAIN after it ended.
+    #[test]
+    fn a_long_help_counts_neither_as_test_time_nor_as_waiting() {
+        let pace = HelpPace::new();
+        let (helped, reads) = paced(&pace, 1, 0, 3000, |_| 30, 2_500);
+        assert!(helped.windows(2).all(|w| w[1] - w[0] == 72), "{helped:?}");
+        assert_eq!(reads, 3000 / HELP_CHECK_EVERY);
     }
 
     #[test]

@@ -147,6 +147,7 @@ pub fn tested<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     let mut done = over(look(seg, c.layout().expect("layout").me, target));
     if !done && seg.help_pace().due(target.0, crate::wait::now_ns) {
         let p = polled::help(seg.tree(), &seg.polled_wires(), target);
+        seg.help_pace().helped(crate::wait::now_ns());
         woken(seg, p);
         done = over(p);
     }

@@ -31,6 +31,8 @@ pub mod abi {
 /// The coll module object of the Open MPI we were built for
 /// (`mca_coll_base_module_2_3_0_t` on 4.1, `…_2_4_0_t` on 5.0).
 pub type Module = mca_coll_base_module_t;
+
+use crate::wait::Turn;
 /// The coll component structure (`…_2_0_0_t` on 4.1, `…_2_4_0_t` on 5.0).
 pub type Component = mca_coll_base_component_t;
 
@@ -39,14 +41,15 @@ pub const SUCCESS: i32 = 0;
 /// Open MPI's generic error code (`OMPI_ERROR`).
 pub const ERROR: i32 = -1;
 
-/// Turns Open MPI's progress engine once; true when it did work: 5.0 and
+/// Turns Open MPI's progress engine once and says what it did: 5.0 and
 /// later return the number of events; 4.1 returns nothing, so there the
 /// turn's duration tells (`wait::turn_did_work`), timed on a turn without
 /// the engine's own yield after an idle one (which would make every turn
-/// of an oversubscribed rank long), and the yield then follows if the turn
-/// was short. Under MPI_THREAD_MULTIPLE 4.1's turns run as usual and count
-/// as idle (the yield switch is process-wide).
-pub fn progress() -> bool {
+/// of an oversubscribed rank long); a short turn after which the engine
+/// would have yielded is `IdleYield`, and the waiter yields once it has
+/// checked its wait. Under MPI_THREAD_MULTIPLE 4.1's turns run as usual and
+/// say nothing (the yield switch is process-wide).
+pub fn progress() -> Turn {
     did_work(
         // SAFETY: opal_progress may be called from any thread inside an
         // MPI call, which is where hwbarr runs.
@@ -57,21 +60,22 @@ pub fn progress() -> bool {
     )
 }
 
-/// One progress turn, read as "did it do any work": `turn` where it counts
-/// its events, else `unyielding` (a turn without the engine's yield when
-/// idle: 1 if it would have yielded, 0 if not, -1 if it ran as usual),
-/// timed.
-fn did_work<R: Events>(turn: impl FnOnce() -> R, unyielding: impl FnOnce() -> std::ffi::c_int) -> bool {
+/// One progress turn: `turn` where it counts its events, else
+/// `unyielding` (a turn without the engine's yield when idle: 1 if it
+/// would have yielded, 0 if not, -1 if it ran as usual), timed.
+fn did_work<R: Events>(turn: impl FnOnce() -> R, unyielding: impl FnOnce() -> std::ffi::c_int) -> Turn {
     if R::COUNTS {
-        return turn().any();
+        return if turn().any() { Turn::Worked } else { Turn::Idle };
     }
     let since = std::time::Instant::now();
     let yields = unyielding();
-    let worked = yields >= 0 && crate::wait::turn_did_work(since.elapsed());
-    if yields > 0 && !worked {
-        std::thread::yield_now();
+    if yields >= 0 && crate::wait::turn_did_work(since.elapsed()) {
+        Turn::Worked
+    } else if yields > 0 {
+        Turn::IdleYield
+    } else {
+        Turn::Idle
     }
-    worked
 }
 
 /// What `opal_progress` returns.
@@ -111,34 +115,41 @@ mod tests {
     #[test]
     fn a_counted_turn_did_work_by_its_count() {
         let never = || -> c_int { panic!("the timed turn where the engine counts") };
-        assert!(!did_work(
-            || {
-                slow();
-                0 as c_int
-            },
-            never
-        ));
-        assert!(did_work(|| 3 as c_int, never));
+        let idle = || {
+            slow();
+            0 as c_int
+        };
+        assert_eq!(did_work(idle, never), Turn::Idle);
+        assert_eq!(did_work(|| 3 as c_int, never), Turn::Worked);
     }
 
-    /// 4.1: a long turn did work; a turn run as usual (threads) says
-    /// nothing, however long; never the plain turn.
+    /// 4.1: a long turn did work, whether the engine would have yielded or
+    /// not; a turn run as usual (threads) says nothing, however long; the
+    /// plain turn is never taken.
     #[test]
     fn an_uncounted_turn_did_work_by_its_duration() {
         let never = || -> () { panic!("the plain turn where the engine does not count") };
-        assert!(did_work(never, || {
-            slow();
-            1
-        }));
-        assert!(did_work(never, || {
-            slow();
-            0
-        }));
-        assert!(!did_work(never, || {
-            slow();
-            -1
-        }));
+        let long = |yields: c_int| {
+            move || {
+                slow();
+                yields
+            }
+        };
+        assert_eq!(did_work(never, long(1)), Turn::Worked);
+        assert_eq!(did_work(never, long(0)), Turn::Worked);
+        assert_eq!(did_work(never, long(-1)), Turn::Idle);
         assert!(!crate::wait::turn_did_work(Duration::from_nanos(300)));
         assert!(crate::wait::turn_did_work(crate::wait::WORK_TURN));
+    }
+
+    /// A short turn after which the engine would have yielded leaves that
+    /// yield to the waiter (`Turn::IdleYield`). Short: well under 2 µs
+    /// unless the test thread is preempted, so a few tries.
+    #[test]
+    fn a_short_turn_owes_the_engines_yield() {
+        let never = || -> () { panic!("the plain turn") };
+        assert!((0..100).any(|_| did_work(never, || 1) == Turn::IdleYield));
+        assert!((0..100).any(|_| did_work(never, || 0) == Turn::Idle));
+        assert!((0..100).all(|_| did_work(never, || 0) != Turn::IdleYield));
     }
 }

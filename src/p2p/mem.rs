@@ -223,9 +223,9 @@ impl P2p for Mem {
         }
     }
 
-    fn progress(&self) -> bool {
+    fn progress(&self) -> crate::wait::Turn {
         std::thread::yield_now();
-        false
+        crate::wait::Turn::Idle
     }
 
     fn host(&self) -> String {

@@ -73,9 +73,9 @@ pub trait P2p: Clone {
     /// `tag`, or on hwbarr's own tag if None: its source and size in bytes.
     fn probe(&self, tag: Option<c_int>) -> Option<(c_int, usize)>;
 
-    /// Lets pending operations advance (Open MPI's progress engine); true
-    /// when it reports work done (never on Open MPI 4.1, which cannot say).
-    fn progress(&self) -> bool;
+    /// Lets pending operations advance (Open MPI's progress engine) and
+    /// says what the turn did.
+    fn progress(&self) -> crate::wait::Turn;
     /// This rank's node, as its host name (fake nodes differ too).
     fn host(&self) -> String;
     /// The communicator's name, for messages.

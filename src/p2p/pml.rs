@@ -211,7 +211,7 @@ impl P2p for Pml {
         (found != 0).then_some((src, bytes))
     }
 
-    fn progress(&self) -> bool {
+    fn progress(&self) -> crate::wait::Turn {
         ffi::progress()
     }
 
