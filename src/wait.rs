@@ -251,7 +251,12 @@ fn wait_by<E>(
                 return Ok(());
             }
             if turn == Turn::IdleYield {
+                // The engine's yield, then a look before the policy's own
+                // idle step: others ran meanwhile and may have released us.
                 std::thread::yield_now();
+                if done()? {
+                    return Ok(());
+                }
             }
         }
         match policy.idle {
