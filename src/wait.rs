@@ -290,8 +290,10 @@ fn wait_by<E>(
 /// tests coming faster (a loop whose barriers all end at their first test
 /// pays one reading each until then): its helps come at the first test
 /// `HELP_WAIT` after the barrier's first test, then at the first test
-/// `HELP_AGAIN` after the end of the last help. On a line of its own: it is written at every test, beside
-/// fields that other threads read.
+/// `HELP_AGAIN` after the end of the last help.
+///
+/// On a cache line of its own: it is written at every test, beside fields
+/// that other threads read.
 #[repr(align(128))]
 pub struct HelpPace {
     /// Count of the barrier being tested, and this process's tests of it.
@@ -335,8 +337,9 @@ impl HelpPace {
     }
 
     /// Counts one more test of the barrier whose count is `barrier` and
-    /// says whether to help now; `now` (nanoseconds, monotonic) is called
-    /// only at the tests that read the clock. Plain loads and stores, no
+    /// says whether to help now (the caller then calls `helped` once its
+    /// help is over); `now` (nanoseconds, monotonic) is called only at the
+    /// tests that read the clock. Plain loads and stores, no
     /// locked instruction: a test is tens of ns, and threads racing here
     /// only move a help a little.
     pub fn due(&self, barrier: u32, now: impl FnOnce() -> u64) -> bool {
@@ -364,12 +367,7 @@ impl HelpPace {
             self.marked.store(barrier, Relaxed);
             return false;
         }
-        let wait = HELP_WAIT.as_nanos() as u64;
-        if t.saturating_sub(self.mark.load(Relaxed)) < wait {
-            return false;
-        }
-        self.mark.store(t.saturating_sub(wait - HELP_AGAIN.as_nanos() as u64), Relaxed);
-        true
+        t.saturating_sub(self.mark.load(Relaxed)) >= HELP_WAIT.as_nanos() as u64
     }
 
     /// A help that `due` asked for ended at `t` (nanoseconds): the next is

@@ -138,9 +138,8 @@ pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
 /// device a rank whose barrier stays in flight reads for its leaders now
 /// and then (`polled::help`, paced by `wait::HelpPace`), so that a barrier
 /// every rank entered completes for the ranks that test it, as the other
-/// cores' do (their
-/// last arrival releases). Across nodes the leaders' phase still needs
-/// each node's leader in MPI, whatever the core.
+/// cores' do (their last arrival releases). Across nodes the leaders' phase
+/// still needs each node's leader in MPI, whatever the core.
 pub fn tested<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     let Ticket::Polled(target) = t else { return released(c, t) };
     let seg = c.segment().expect("device set up");

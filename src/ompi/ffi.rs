@@ -14,6 +14,8 @@ mod bindings {
 }
 pub use bindings::*;
 
+use crate::wait::Turn;
+
 // The component resolves libmpi's and Open PAL's symbols in the process
 // that loads it (README, "Open MPI versions"; build.rs). A unit-test
 // executable is its own process: it names both itself, or the shim's
@@ -31,8 +33,6 @@ pub mod abi {
 /// The coll module object of the Open MPI we were built for
 /// (`mca_coll_base_module_2_3_0_t` on 4.1, `…_2_4_0_t` on 5.0).
 pub type Module = mca_coll_base_module_t;
-
-use crate::wait::Turn;
 /// The coll component structure (`…_2_0_0_t` on 4.1, `…_2_4_0_t` on 5.0).
 pub type Component = mca_coll_base_component_t;
 
