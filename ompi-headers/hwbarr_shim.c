@@ -135,6 +135,10 @@ int hwb_comm_has_remote_peers(ompi_communicator_t *comm)
 {
     return ompi_group_have_remote_peers(comm->c_local_group) ? 1 : 0;
 }
+int hwb_comm_local_ranks(ompi_communicator_t *comm)
+{
+    return ompi_group_count_local_peers(comm->c_local_group);
+}
 uint32_t hwb_comm_cid(ompi_communicator_t *comm)
 {
 #if OMPI_MAJOR_VERSION >= 5

@@ -32,6 +32,8 @@ int   hwb_comm_size(struct ompi_communicator_t *comm);
 int   hwb_comm_is_inter(struct ompi_communicator_t *comm);
 /* 1 when some member lives on another node (no per-peer state is created). */
 int   hwb_comm_has_remote_peers(struct ompi_communicator_t *comm);
+/* Ranks of the communicator on this node, this one included (any job's). */
+int   hwb_comm_local_ranks(struct ompi_communicator_t *comm);
 /* The communicator's context id on this process (ompi_comm_get_cid on 4.1,
  * ompi_comm_get_local_cid on 5.0). */
 uint32_t hwb_comm_cid(struct ompi_communicator_t *comm);

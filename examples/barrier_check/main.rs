@@ -19,6 +19,7 @@
 //! - `persistent <iters>`: persistent barriers started and completed (Wait, Test loops), inactive and freed.
 //! - `leak <ops>`: hwbarr mappings, fds and resident memory before and after many ibarriers and persistent starts.
 //! - `pvar <iters>`: the MPI_T performance variable `coll_hwbarr_barriers` bound to a dup and to MPI_COMM_SELF.
+//! - `spawn <iters>`: the job spawns as many ranks again; checked barriers of every kind on parents and children merged.
 //! - `first <iters>`: the first barrier on a fresh dup of the kind $HWBARR_FIRST names, then every kind in turn.
 
 mod absent;
@@ -36,6 +37,7 @@ mod progress;
 mod pvar;
 mod semantics;
 mod soak;
+mod spawn;
 mod threads;
 
 use std::fs::OpenOptions;
@@ -263,6 +265,7 @@ fn main() {
         "absent" => absent::run(&world, arg),
         "lifecycle" => lifecycle::run(&world, arg),
         "threads" => threads::run(&world, arg),
+        "spawn" => spawn::run(&world, arg),
         other => panic!("unknown mode {other}"),
     }
 }

@@ -258,6 +258,8 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         // SAFETY: as above; looks only at procs Open MPI already has (a
         // peer it has not created yet is on another node), creating none.
         let multi_node = unsafe { ffi::hwb_comm_has_remote_peers(comm) } != 0;
+        // SAFETY: as above, counting procs Open MPI already has.
+        let local_ranks = usize::try_from(unsafe { ffi::hwb_comm_local_ranks(comm) }).unwrap_or(1);
         if p.verbose >= 3 && p.topology == Topology::Auto {
             node::say_place_once();
         }
@@ -265,10 +267,10 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             requested,
             inter: p.inter,
             verbose: p.verbose,
-            policy: node::policy(&p),
+            policy: node::policy(&p, local_ranks),
             topology: p.topology,
             own_place: node::NODE.place,
-            crowd: node::crowd(&p),
+            crowd: node::crowd(&p, local_ranks),
             stall_notice: (p.stall_notice > 0).then(|| std::time::Duration::from_secs(p.stall_notice as u64)),
         };
         // SAFETY: the communicator under construction outlives its module,

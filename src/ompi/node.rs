@@ -69,18 +69,27 @@ pub fn say_place_once() {
     });
 }
 
-/// The waiting policy for a communicator with parameters `p`.
-pub fn policy(p: &Params) -> WaitPolicy {
+/// Ranks that may wait on this node's cores, as far as a communicator
+/// shows: the job's ranks here, or the communicator's own ranks here when
+/// it has more (ranks of several jobs joined by MPI_Comm_spawn or
+/// MPI_Comm_connect, which the job's count does not see).
+pub fn ranks_here(comm_local_ranks: usize) -> usize {
+    NODE.local_ranks.max(comm_local_ranks)
+}
+
+/// The waiting policy for a communicator with parameters `p` and
+/// `comm_local_ranks` ranks on this node.
+pub fn policy(p: &Params, comm_local_ranks: usize) -> WaitPolicy {
     let node = &*NODE;
-    WaitPolicy::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle)
+    WaitPolicy::for_node(ranks_here(comm_local_ranks), node.cores, node.yield_when_idle, p.spin, p.idle)
 }
 
 /// The policy while this process's waiting threads outnumber the cores,
-/// for a communicator with parameters `p` (None: not threaded, or the
-/// cores are shared already).
-pub fn crowd(p: &Params) -> Option<Crowd> {
+/// for a communicator with parameters `p` and `comm_local_ranks` ranks on
+/// this node (None: not threaded, or the cores are shared already).
+pub fn crowd(p: &Params, comm_local_ranks: usize) -> Option<Crowd> {
     let node = &*NODE;
-    Crowd::for_node(node.local_ranks, node.cores, node.yield_when_idle, p.spin, p.idle, node.thread_multiple)
+    Crowd::for_node(ranks_here(comm_local_ranks), node.cores, node.yield_when_idle, p.spin, p.idle, node.thread_multiple)
 }
 
 /// Cores online on this machine (not the affinity mask: oversubscription is
