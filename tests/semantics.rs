@@ -421,3 +421,20 @@ fn spawned_ranks_merged_share_the_cores() {
     let served = job.stderr().matches("served 600 barriers").count();
     assert!(served >= 2 * np, "{served} ranks report 600 served barriers\n{}", job.dump());
 }
+
+/// MPI Sessions (Open MPI 5.0 and later), no MPI_Init: communicators made
+/// from the world process set's groups, one of them with a context id
+/// that differs between ranks; hwbarr serves all three (blocking and
+/// non-blocking barriers checked on the board) and the session finalizes.
+#[test]
+fn sessions_without_mpi_init() {
+    if ompi_major() < 5 {
+        eprintln!("skipped: Open MPI {} has no MPI Sessions", ompi_major());
+        return;
+    }
+    let job = board_job(4, "auto", "sessions", 300);
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("sessions OK (300 barriers").count(), 4, "{}", job.dump());
+    // Each of 4 ranks served 300 barriers on each of its 3 communicators.
+    assert_eq!(job.stderr().matches("served 300 barriers with").count(), 12, "{}", job.dump());
+}

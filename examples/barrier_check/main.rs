@@ -20,6 +20,7 @@
 //! - `leak <ops>`: hwbarr mappings, fds and resident memory before and after many ibarriers and persistent starts.
 //! - `pvar <iters>`: the MPI_T performance variable `coll_hwbarr_barriers` bound to a dup and to MPI_COMM_SELF.
 //! - `spawn <iters>`: the job spawns as many ranks again; checked barriers of every kind on parents and children merged.
+//! - `sessions <iters>`: MPI Sessions without MPI_Init: checked barriers on communicators made from groups.
 //! - `first <iters>`: the first barrier on a fresh dup of the kind $HWBARR_FIRST names, then every kind in turn.
 
 mod absent;
@@ -36,6 +37,7 @@ mod persistent;
 mod progress;
 mod pvar;
 mod semantics;
+mod sessions;
 mod soak;
 mod spawn;
 mod threads;
@@ -240,6 +242,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("semantics");
     let arg: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
+    if mode == "sessions" {
+        return sessions::run(arg); // no MPI_Init: the session is the program's only MPI
+    }
     let universe = if mode == "threads" {
         let (u, level) = mpi::initialize_with_threading(mpi::Threading::Multiple).expect("MPI_Init_thread");
         assert_eq!(level, mpi::Threading::Multiple, "MPI_THREAD_MULTIPLE");
