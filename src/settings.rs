@@ -167,7 +167,8 @@ impl Setting for Option<Idle> {
     const CHOICES: &'static [Choice<Self>] = &[
         Choice {
             name: c"auto",
-            help: "sleep when ranks outnumber cores, yield when mpi_yield_when_idle is set, spin otherwise",
+            help: "sleep when ranks outnumber cores (the job's ranks on the node, or the communicator's own there when \
+                   more: spawned or connected jobs), yield when mpi_yield_when_idle is set, spin otherwise",
             value: None,
         },
         Choice {

@@ -157,7 +157,8 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                 c"spin",
                 c"Polls of the barrier's shared word between two turns of Open MPI's progress engine while a \
                   rank waits (-1: automatic, 256 when every rank on the node has a core, 1 when cores are shared: \
-                  ranks outnumber them or mpi_yield_when_idle is set; 0: never turn progress while waiting - for \
+                  ranks on the node, the job's or the communicator's own, outnumber them, or mpi_yield_when_idle \
+                  is set; 0: never turn progress while waiting - for \
                   testing only: a peer's pending rendezvous then deadlocks)",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(SPIN),
