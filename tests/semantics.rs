@@ -402,7 +402,7 @@ fn nonblocking_barriers_leak_nothing() {
 /// twice as many ranks as cores. hwbarr serves it, every kind of barrier
 /// keeps its semantics, and it waits as on an oversubscribed node (it
 /// counts the communicator's ranks on the node, not only the job's): a
-/// spinning policy there cost 207-219 µs per barrier against 6-17.
+/// spinning policy there cost 180-290 µs per barrier against 5.6-16.
 #[test]
 fn spawned_ranks_merged_share_the_cores() {
     // SAFETY: sysconf has no preconditions.
