@@ -17,6 +17,7 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
+#include "opal/util/proc.h"
 #include "opal/util/show_help.h"
 
 #include <dlfcn.h>
@@ -183,6 +184,11 @@ int hwb_runtime_version(int *major, int *minor, int *release)
     }
     text[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';
     return 3 == sscanf(text, "Open MPI v%d.%d.%d", major, minor, release) ? 0 : -1;
+}
+
+int hwb_job_local_ranks(void)
+{
+    return (int) opal_process_info.num_local_peers + 1;
 }
 
 int hwb_mpi_yield_when_idle(void)

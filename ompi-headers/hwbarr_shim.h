@@ -58,6 +58,10 @@ int hwb_mpi_yield_when_idle(void);
 /* 1 when MPI_Init granted MPI_THREAD_MULTIPLE (ompi_mpi_thread_multiple,
  * set before MPI_COMM_WORLD chooses its collectives). */
 int hwb_mpi_thread_multiple(void);
+/* Ranks of this job on this node, this one included
+ * (opal_process_info.num_local_peers + 1: what the launcher told Open MPI
+ * through PMIx, under mpirun and direct launch alike). */
+int hwb_job_local_ranks(void);
 /* One turn of opal_progress without the engine's own yield after an idle
  * turn, for a caller that tells idle turns from busy ones by their duration
  * (4.1, whose opal_progress returns nothing; the yield would make every

@@ -422,6 +422,35 @@ fn spawned_ranks_merged_share_the_cores() {
     assert!(served >= 2 * np, "{served} ranks report 600 served barriers\n{}", job.dump());
 }
 
+/// A direct launch (`srun`) sets no `OMPI_COMM_WORLD_LOCAL_SIZE`, and no
+/// `mpi_yield_when_idle` when it oversubscribes: the job's ranks on the node
+/// then come from Open MPI's own count (PMIx). Simulated by starting each
+/// rank through `env -u` with `mpi_yield_when_idle 0`: twice as many ranks
+/// as cores, whose even/odd halves each fit the cores but share them with
+/// the other half, so every communicator must wait as oversubscribed (the
+/// build before waited by Spin on the halves).
+#[test]
+fn direct_launch_counts_the_jobs_ranks_without_mpiruns_variable() {
+    // SAFETY: sysconf has no preconditions.
+    let cores = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(1).max(1);
+    let np = (2 * cores).clamp(4, 16);
+    let b = board();
+    let mca = [("coll_hwbarr_verbose", "2"), ("mpi_yield_when_idle", "0")];
+    let wrapper = ["env", "-u", "OMPI_COMM_WORLD_LOCAL_SIZE"];
+    let job = mpirun_through(np, &wrapper, &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "300"], 300);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
+    let err = job.stderr();
+    let half = format!("{} ranks, one node): barriers served by", np / 2);
+    assert!(err.lines().any(|l| l.contains(&half)), "no verbose line for a half\n{}", job.dump());
+    if np > cores {
+        for line in err.lines().filter(|l| l.contains("waiting by")) {
+            assert!(line.contains("waiting by Sleep"), "ranks outnumber cores, yet: {line}\n{}", job.dump());
+        }
+    }
+}
+
 /// MPI Sessions (Open MPI 5.0 and later), no MPI_Init: communicators made
 /// from the world process set's groups, one of them with a context id
 /// that differs between ranks; hwbarr serves all three (blocking and

@@ -10,7 +10,7 @@ use crate::topology::{self, Place};
 use crate::wait::{Crowd, WaitPolicy};
 
 pub struct NodeFacts {
-    /// Ranks of this job on this node (Open MPI's launcher tells each rank).
+    /// Ranks of this job on this node (`job_local_ranks`).
     pub local_ranks: usize,
     pub cores: usize,
     /// The job's `mpi_yield_when_idle`.
@@ -24,7 +24,11 @@ pub struct NodeFacts {
 }
 
 pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| {
-    let local_ranks = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    // SAFETY: reads a count MPI_Init (or the first session) set before any
+    // communicator chooses its collectives.
+    let open_mpi = usize::try_from(unsafe { ffi::hwb_job_local_ranks() }).ok();
+    let launcher = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok());
+    let local_ranks = job_local_ranks(open_mpi, launcher);
     let cores = cores_online();
     let place = own_place(local_ranks <= cores);
     NodeFacts {
@@ -38,6 +42,14 @@ pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| {
         thread_multiple: unsafe { ffi::hwb_mpi_thread_multiple() } != 0,
     }
 });
+
+/// Ranks of this job on this node: the count Open MPI got from PMIx
+/// (`open_mpi`: under mpirun and under a direct launch such as `srun`, which
+/// sets no `OMPI_COMM_WORLD_LOCAL_SIZE`), or mpirun's variable (`launcher`)
+/// if it says more; 1 when neither is known.
+fn job_local_ranks(open_mpi: Option<usize>, launcher: Option<usize>) -> usize {
+    open_mpi.into_iter().chain(launcher).max().unwrap_or(1).max(1)
+}
 
 /// This process's place in the node's caches (`topology::own_place_and_source`) and
 /// how it was found; the CPU it runs on counts only when every rank of the
@@ -101,5 +113,21 @@ pub fn cores_online() -> usize {
         n as usize
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_local_ranks;
+
+    #[test]
+    fn the_job_count_comes_from_open_mpi_without_the_launchers_variable() {
+        // Direct launch: no OMPI_COMM_WORLD_LOCAL_SIZE, PMIx's count stands.
+        assert_eq!(job_local_ranks(Some(4), None), 4);
+        assert_eq!(job_local_ranks(Some(4), Some(4)), 4);
+        assert_eq!(job_local_ranks(Some(2), Some(6)), 6);
+        assert_eq!(job_local_ranks(None, Some(3)), 3);
+        assert_eq!(job_local_ranks(None, None), 1);
+        assert_eq!(job_local_ranks(Some(0), None), 1);
     }
 }

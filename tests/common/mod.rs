@@ -250,6 +250,25 @@ fn set_env(c: &mut Command, env: &[(&str, &str)]) {
     }
 }
 
+/// `mpirun` that starts each rank's barrier_check through `wrapper` (such as
+/// `env -u VAR`, to take away what mpirun sets for its ranks).
+pub fn mpirun_through(
+    np: usize,
+    wrapper: &[&str],
+    mca: &[(&str, &str)],
+    env: &[(&str, &str)],
+    args: &[&str],
+    secs: u32,
+) -> Job {
+    let np = np.to_string();
+    let mut c = mpirun_prefix(&["-np", np.as_str()], &[], mca, secs);
+    c.args(wrapper);
+    c.arg(target_dir().join("examples/barrier_check"));
+    c.args(args);
+    set_env(&mut c, env);
+    run(c, secs)
+}
+
 pub fn mpirun(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
     run(mpirun_cmd(np, mca, env, args, secs), secs)
 }
