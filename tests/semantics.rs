@@ -422,23 +422,25 @@ fn spawned_ranks_merged_share_the_cores() {
     assert!(served >= 2 * np, "{served} ranks report 600 served barriers\n{}", job.dump());
 }
 
-/// A direct launch (`srun`) sets no `OMPI_COMM_WORLD_LOCAL_SIZE`, and no
-/// `mpi_yield_when_idle` when it oversubscribes: the job's ranks on the node
-/// then come from Open MPI's own count (PMIx). Simulated by starting each
-/// rank through `env -u` with `mpi_yield_when_idle 0`: twice as many ranks
-/// as cores, whose even/odd halves each fit the cores but share them with
-/// the other half, so every communicator must wait as oversubscribed (the
-/// build before waited by Spin on the halves).
+/// A direct launch (`srun`) sets none of mpirun's `OMPI_COMM_WORLD_*`
+/// variables, and no `mpi_yield_when_idle` when it oversubscribes: the
+/// job's ranks on the node then come from Open MPI's own count (PMIx), and
+/// the rank that speaks for the job from `PMIX_RANK`. Simulated by starting
+/// each rank through `env -u` with `mpi_yield_when_idle 0`: twice as many
+/// ranks as cores, whose even/odd halves each fit the cores but share them
+/// with the other half, so every communicator must wait as oversubscribed
+/// (the build that read only mpirun's variable spun on the halves); and a
+/// job-wide warning comes once, not from every rank.
 #[test]
-fn direct_launch_counts_the_jobs_ranks_without_mpiruns_variable() {
+fn direct_launch_without_mpiruns_variables() {
     // SAFETY: sysconf has no preconditions.
     let cores = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(1).max(1);
     let np = (2 * cores).clamp(4, 16);
+    let wrapper = ["env", "-u", "OMPI_COMM_WORLD_LOCAL_SIZE", "-u", "OMPI_COMM_WORLD_RANK"];
     let b = board();
+    let board_env = [("HWBARR_BOARD", b.to_str().unwrap())];
     let mca = [("coll_hwbarr_verbose", "2"), ("mpi_yield_when_idle", "0")];
-    let wrapper = ["env", "-u", "OMPI_COMM_WORLD_LOCAL_SIZE"];
-    let job = mpirun_through(np, &wrapper, &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["semantics", "300"], 300);
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    let job = mpirun_through(np, &wrapper, &mca, &board_env, &["semantics", "300"], 300);
     assert!(job.ok(), "{}", job.dump());
     assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
     let err = job.stderr();
@@ -449,6 +451,11 @@ fn direct_launch_counts_the_jobs_ranks_without_mpiruns_variable() {
             assert!(line.contains("waiting by Sleep"), "ranks outnumber cores, yet: {line}\n{}", job.dump());
         }
     }
+    let mca = [("coll_hwbarr_algorithm", "bogus")];
+    let job = mpirun_through(4, &wrapper, &mca, &board_env, &["semantics", "50"], 120);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stderr().matches("is disabled for this").count(), 1, "said once: {}", job.dump());
 }
 
 /// MPI Sessions (Open MPI 5.0 and later), no MPI_Init: communicators made

@@ -109,18 +109,18 @@ unsafe extern "C" fn register() -> c_int {
 static INVALID_VALUE: AtomicBool = AtomicBool::new(false);
 
 /// Job-wide messages (every rank finds the same) come from one process:
-/// world rank 0, or a process not started by mpirun (ompi_info,
+/// world rank 0, or a process no launcher started (ompi_info,
 /// singletons). Many ranks sending help messages during MPI_Init make
 /// Open MPI 4.1's aggregation drop some ("ORTE_ERROR_LOG: Data unpack
 /// would read past end of buffer" in show_help.c), even Open MPI's own.
 fn speaks_for_job() -> bool {
-    std::env::var("OMPI_COMM_WORLD_RANK").map(|r| r == "0").unwrap_or(true)
+    node::world_rank().is_none_or(|r| r == "0")
 }
 
 /// "host:pid (rank N)" of this process, for messages.
 fn process_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let rank = std::env::var("OMPI_COMM_WORLD_RANK").map(|r| format!(" (rank {r})")).unwrap_or_default();
+    let rank = node::world_rank().map(|r| format!(" (rank {r})")).unwrap_or_default();
     format!("{}:{}{rank}", host.trim(), std::process::id())
 }
 
