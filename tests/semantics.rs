@@ -458,6 +458,30 @@ fn direct_launch_without_mpiruns_variables() {
     assert_eq!(job.stderr().matches("is disabled for this").count(), 1, "said once: {}", job.dump());
 }
 
+/// A singleton (a program started without mpirun): hwbarr declines its
+/// 1-rank MPI_COMM_WORLD, and when it spawns a child (Open MPI then starts
+/// its runtime on demand) serves the merged communicator of the two.
+#[test]
+fn singleton_declines_its_world_and_serves_what_it_spawns() {
+    // (mode, ranks that report OK, ranks that hwbarr served)
+    for (mode, ranks, served) in [("semantics", 1, 0), ("spawn", 2, 2)] {
+        let b = board();
+        let mut c = Command::new("timeout");
+        c.args(["-k", "5", "120"]).arg(target_dir().join("examples/barrier_check")).args([mode, "200"]);
+        c.env("OMPI_MCA_mca_base_component_path", component_path()).env("OMPI_MCA_coll_hwbarr_verbose", "2");
+        c.env("HWBARR_BOARD", &b);
+        // The on-demand runtime (4.1's orted, 5.0's prte) refuses root otherwise.
+        for v in ["OMPI", "PRTE"] {
+            c.env(format!("{v}_ALLOW_RUN_AS_ROOT"), "1").env(format!("{v}_ALLOW_RUN_AS_ROOT_CONFIRM"), "1");
+        }
+        let job = run(c, 120);
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        assert!(job.ok(), "{mode}\n{}", job.dump());
+        assert_eq!(job.stdout().matches(" OK (200 barriers").count(), ranks, "{mode}\n{}", job.dump());
+        assert_eq!(job.stderr().matches("served 200 barriers with").count(), served, "{mode}\n{}", job.dump());
+    }
+}
+
 /// MPI Sessions (Open MPI 5.0 and later), no MPI_Init: communicators made
 /// from the world process set's groups, one of them with a context id
 /// that differs between ranks; hwbarr serves all three (blocking and
