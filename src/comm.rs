@@ -20,7 +20,7 @@ use crate::p2p::{self, P2p, ERROR};
 use crate::settings::Algorithm;
 use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
-use crate::wait::{Crowd, WaitPolicy};
+use crate::wait::{Crowd, PolicyFacts, WaitPolicy};
 
 /// The barriers of the shared-memory device (`core`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +100,10 @@ pub struct Options {
     /// Under MPI_THREAD_MULTIPLE: the policy while this process's waiting
     /// threads outnumber the cores (`wait::Crowd`).
     pub crowd: Option<Crowd>,
+    /// What `policy` and `crowd` were chosen from, to choose again if the
+    /// layout exchange finds more of our ranks on this node (None: keep
+    /// them).
+    pub facts: Option<PolicyFacts>,
     /// How long a first exchange waits before the rank says whom it waits
     /// for (`exchange::lookout`); None: never.
     pub stall_notice: Option<Duration>,
@@ -125,6 +129,7 @@ impl Options {
             topology,
             own_place: Place::UNKNOWN,
             crowd: None,
+            facts: None,
             stall_notice: None,
         }
     }
@@ -146,6 +151,9 @@ pub struct Comm<P: P2p> {
     /// Who shares our node; known at creation for one-node communicators,
     /// found by the first exchange for those spanning nodes.
     layout: OnceLock<Layout>,
+    /// The waiting policy and crowd chosen again once the layout exchange
+    /// found more of our ranks on this node than Open MPI told at creation.
+    recounted: OnceLock<(WaitPolicy, Option<Crowd>)>,
     /// Multi-node: the leaders' algorithm, agreed in the first exchange.
     inter: OnceLock<InterAlgorithm>,
     /// The device once set up (the node's, across nodes): never changes
@@ -171,6 +179,7 @@ impl<P: P2p> Comm<P> {
             opts,
             multi_node,
             layout: if multi_node { OnceLock::new() } else { OnceLock::from(Layout::single(rank, size)) },
+            recounted: OnceLock::new(),
             inter: OnceLock::new(),
             seg: OnceLock::new(),
             route: OnceLock::new(),
@@ -199,12 +208,12 @@ impl<P: P2p> Comm<P> {
     }
 
     pub fn policy(&self) -> WaitPolicy {
-        self.opts.policy
+        self.recounted.get().map_or(self.opts.policy, |w| w.0)
     }
 
     /// The policy while many threads of this process wait (MPI_THREAD_MULTIPLE).
     pub fn crowd(&self) -> Option<Crowd> {
-        self.opts.crowd
+        self.recounted.get().map_or(self.opts.crowd, |w| w.1)
     }
 
     /// The place in the node's caches of node-local rank `local` (ours is
@@ -248,7 +257,17 @@ impl<P: P2p> Comm<P> {
     /// found a core per rank, or the user asked to spin): `auto`'s fact
     /// for the trees (`Algorithm::for_node`). Rank 0's decides.
     pub fn own_cores(&self) -> bool {
-        self.opts.policy.idle == crate::settings::Idle::Spin
+        self.policy().idle == crate::settings::Idle::Spin
+    }
+
+    /// `own_cores` for a node found to hold `ranks` of ours by the layout
+    /// exchange (rank 0 resolves `auto` by the most populous node).
+    pub fn own_cores_by_count(&self) -> impl Fn(usize) -> bool + Send + 'static {
+        let (facts, own) = (self.opts.facts, self.own_cores());
+        move |ranks| match facts.and_then(|f| f.recounted(ranks)) {
+            Some(f) => f.policy().idle == crate::settings::Idle::Spin,
+            None => own,
+        }
     }
 
     pub fn is_multi_node(&self) -> bool {
@@ -396,7 +415,7 @@ impl<P: P2p> Comm<P> {
 
     /// The waiting policy, as verbose output states it.
     fn waiting(&self) -> String {
-        let (p, crowd) = (self.opts.policy, self.opts.crowd);
+        let (p, crowd) = (self.policy(), self.crowd());
         let mut text = format!("waiting by {:?}, {} polls per progress turn", p.idle, p.spins);
         if let Some(c) = crowd {
             text += &format!(
@@ -476,6 +495,9 @@ impl<P: P2p> Comm<P> {
     pub fn adopt_layout(&self, t: Layout, agreed: Agreed) {
         let _ = self.inter.set(agreed.inter.expect("the layout exchange agrees on the leaders' algorithm"));
         let nodes = t.nodes;
+        if let Some(f) = self.opts.facts.and_then(|f| f.recounted(t.local.len())) {
+            let _ = self.recounted.set((f.policy(), f.crowd()));
+        }
         let _ = self.layout.set(t);
         if let (Some(d), 0) = (&agreed.disagreement, self.rank) {
             report::warn(Topic::Disagreement, &format!("communicator '{}' (cid {}): {d}", self.name(), self.cid));
@@ -517,7 +539,10 @@ impl<P: P2p> Comm<P> {
                 let _ = self.seg.set(seg);
                 // Rank 0's settings won: only rank 0 knows that `auto` chose.
                 let auto = match self.opts.requested {
-                    Algorithm::Auto if self.rank == 0 && self.algorithm() == Algorithm::Auto.for_node(t.largest, self.own_cores()) => {
+                    Algorithm::Auto
+                        if self.rank == 0
+                            && self.algorithm() == Algorithm::Auto.for_node(t.largest, self.own_cores_by_count()(t.largest)) =>
+                    {
                         format!(" (auto: {} ranks on the most populous node)", t.largest)
                     }
                     _ => String::new(),

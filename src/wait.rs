@@ -118,6 +118,47 @@ impl WaitPolicy {
     }
 }
 
+/// What a communicator's waiting policy is chosen from. Kept with the
+/// communicator, so that the policy can be chosen again when its layout
+/// exchange (by host name) finds more of its ranks on this node than Open
+/// MPI could tell at creation: ranks of another job joined by
+/// MPI_Comm_connect, which Open MPI 4.1 takes for remote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyFacts {
+    /// The job's ranks on this node.
+    pub job_ranks: usize,
+    /// The communicator's ranks on this node, as far as known.
+    pub comm_ranks: usize,
+    pub cores: usize,
+    pub yield_when_idle: bool,
+    /// The `spin` and `idle` parameters.
+    pub spin: i32,
+    pub idle: Option<Idle>,
+    pub thread_multiple: bool,
+}
+
+impl PolicyFacts {
+    /// Ranks that may wait on this node's cores: the job's, or the
+    /// communicator's own when it has more.
+    pub fn ranks_here(&self) -> usize {
+        self.job_ranks.max(self.comm_ranks)
+    }
+
+    pub fn policy(&self) -> WaitPolicy {
+        WaitPolicy::for_node(self.ranks_here(), self.cores, self.yield_when_idle, self.spin, self.idle)
+    }
+
+    pub fn crowd(&self) -> Option<Crowd> {
+        Crowd::for_node(self.ranks_here(), self.cores, self.yield_when_idle, self.spin, self.idle, self.thread_multiple)
+    }
+
+    /// The same facts with `ranks` of the communicator found on this node,
+    /// when that is more than known so far (None otherwise: nothing changes).
+    pub fn recounted(&self, ranks: usize) -> Option<PolicyFacts> {
+        (ranks > self.comm_ranks).then_some(PolicyFacts { comm_ranks: ranks, ..*self })
+    }
+}
+
 /// Under MPI_THREAD_MULTIPLE, when the ranks on a node have a core each
 /// (the own-core policy spins and never gives its core up): the policy for
 /// waits while more than `above` threads of this process wait at once. The

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use std::process::Stdio;
 
 #[test]
 fn ompi_info_lists_component_and_parameters() {
@@ -420,6 +421,64 @@ fn spawned_ranks_merged_share_the_cores() {
     // Parents and children each served every barrier of the merged communicator.
     let served = job.stderr().matches("served 600 barriers").count();
     assert!(served >= 2 * np, "{served} ranks report 600 served barriers\n{}", job.dump());
+}
+
+/// Two jobs of separate mpiruns joined by MPI_Comm_accept/MPI_Comm_connect
+/// (Open MPI 4.1's name server, `ompi-server`), each of as many ranks as
+/// cores, merged: Open MPI takes the other job's ranks for remote, so the
+/// communicator looks as if it spans nodes; hwbarr's layout exchange finds
+/// one node, and the merged communicator must wait as oversubscribed (the
+/// build before spun there: 660-850 µs per barrier against 9-12). Every
+/// kind of barrier is checked on the board both jobs map. 5.0 and 6.0 join
+/// separate launches only inside one runtime (a DVM), where Open MPI knows
+/// the other job's ranks are local: not run there.
+#[test]
+fn jobs_joined_by_connect_and_accept() {
+    if ompi_major() >= 5 {
+        eprintln!("skipped: Open MPI {} joins separate launches only inside one DVM", ompi_major());
+        return;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let cores = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(1).max(1);
+    let np = cores.min(8);
+    let dir = scratch("connect");
+    let (uri, ready, b) = (dir.join("uri"), dir.join("ready"), board());
+    let _g = lock();
+    let mut server =
+        Command::new("ompi-server").arg("--no-daemonize").arg("-r").arg(&uri).spawn().expect("ompi-server");
+    let waited = |f: &std::path::Path| {
+        (0..600).any(|_| {
+            f.exists() || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                false
+            }
+        })
+    };
+    assert!(waited(&uri), "ompi-server wrote no contact file");
+    let server_opt = format!("file:{}", uri.display());
+    let launch = ["--ompi-server", server_opt.as_str()];
+    let env = [("HWBARR_BOARD", b.to_str().unwrap()), ("HWBARR_READY", ready.to_str().unwrap())];
+    let mca = [("coll_hwbarr_verbose", "2")];
+    let job = |mode: &str| launch_rte_cmd(np, &launch, &[], &mca, &env, &[mode, "600"], 300);
+    let accepting = job("accept").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("mpirun");
+    let connecting = if waited(&ready) { Some(job("connect").output().expect("mpirun")) } else { None };
+    let accepting = accepting.wait_with_output().expect("mpirun");
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    let accepting = Job { out: accepting, timed_out: false };
+    assert!(accepting.ok(), "accepting job\n{}", accepting.dump());
+    let connecting = Job { out: connecting.expect("the accepting job published its name"), timed_out: false };
+    assert!(connecting.ok(), "connecting job\n{}", connecting.dump());
+    let (out, err) = (accepting.stdout() + &connecting.stdout(), accepting.stderr() + &connecting.stderr());
+    assert_eq!(out.matches("connect OK (600 barriers").count(), 2 * np, "{out}\n{err}");
+    let merged = format!(" {} ranks on 1 nodes): node of rank 0: {} ranks,", 2 * np, 2 * np);
+    let line = err.lines().find(|l| l.contains(&merged)).unwrap_or_else(|| panic!("no line '{merged}'\n{err}"));
+    if 2 * np > cores {
+        assert!(line.contains("waiting by Sleep"), "ranks outnumber cores, yet: {line}");
+    }
+    assert!(err.matches("served 600 barriers").count() >= 2 * np, "{err}");
 }
 
 /// A direct launch (`srun`) sets none of mpirun's `OMPI_COMM_WORLD_*`

@@ -20,11 +20,13 @@
 //! - `leak <ops>`: hwbarr mappings, fds and resident memory before and after many ibarriers and persistent starts.
 //! - `pvar <iters>`: the MPI_T performance variable `coll_hwbarr_barriers` bound to a dup and to MPI_COMM_SELF.
 //! - `spawn <iters>`: the job spawns as many ranks again; checked barriers of every kind on parents and children merged.
+//! - `accept <iters>`, `connect <iters>`: two mpiruns join by MPI_Comm_accept/connect; checked barriers of every kind merged.
 //! - `sessions <iters>`: MPI Sessions without MPI_Init: checked barriers on communicators made from groups.
 //! - `first <iters>`: the first barrier on a fresh dup of the kind $HWBARR_FIRST names, then every kind in turn.
 
 mod absent;
 mod churn;
+mod connect;
 mod die;
 mod first;
 mod intercomm;
@@ -271,6 +273,8 @@ fn main() {
         "lifecycle" => lifecycle::run(&world, arg),
         "threads" => threads::run(&world, arg),
         "spawn" => spawn::run(&world, arg),
+        "accept" => connect::run(&world, arg, true),
+        "connect" => connect::run(&world, arg, false),
         other => panic!("unknown mode {other}"),
     }
 }

@@ -3,7 +3,7 @@
 //! barriers of every kind on it.
 
 use crate::*;
-use mpi::topology::MergeOrder;
+use mpi::topology::{InterCommunicator, MergeOrder};
 
 /// Ranks of two jobs on one communicator: Open MPI's count of the job's
 /// ranks on the node (`OMPI_COMM_WORLD_LOCAL_SIZE`) sees only half of
@@ -23,7 +23,18 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
             (inter, false)
         }
     };
-    let merged = inter.merge(if child { MergeOrder::High } else { MergeOrder::Low });
+    let (me, count) = checked_on_merged(&inter, child, iters, &board);
+    inter.barrier();
+    let who = if child { "child" } else { "parent" };
+    println!("rank {me} ({who}): spawn OK ({count} barriers on the merged communicator)");
+}
+
+/// Merges `inter` (`high`: this side's ranks come second) and runs `iters`
+/// barriers of every kind on the merged communicator, each checked on
+/// `board` (indexed by merged rank); returns this rank's place in the
+/// merged communicator and the barriers run.
+pub fn checked_on_merged(inter: &InterCommunicator, high: bool, iters: u64, board: &Board) -> (usize, u64) {
+    let merged = inter.merge(if high { MergeOrder::High } else { MergeOrder::Low });
     let me = merged.rank() as usize;
     assert!(merged.size() as usize <= MAX_RANKS);
     let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ ((me as u64 + 1) * 0x9E37_79B9));
@@ -32,23 +43,21 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
     for i in 0..iters {
         rng.delay();
         if i % 3 == 0 {
-            t.checked_barrier(&board, me);
+            t.checked_barrier(board, me);
         } else {
-            let k = t.enter(&board, me);
+            let k = t.enter(board, me);
             if i % 3 == 1 {
                 Raw::ibarrier(&t.comm).wait();
             } else {
                 p.start();
                 p.wait();
             }
-            check_after(&t, &board, me, k);
+            check_after(&t, board, me, k);
         }
         if i % 64 == 0 {
             t.other_collectives(i);
         }
     }
     p.free();
-    inter.barrier();
-    let who = if child { "child" } else { "parent" };
-    println!("rank {me} ({who}): spawn OK ({} barriers on the merged communicator)", t.count);
+    (me, t.count)
 }

@@ -64,7 +64,7 @@ impl<P: P2p> HierOp<P> {
     /// The first barrier on `st` (a communicator spanning nodes): finds the
     /// layout, then sets the node's device up; `lookout` watches it.
     pub fn first(st: &Comm<P>, lookout: Lookout) -> Result<HierOp<P>, c_int> {
-        let x = LayoutExchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), st.own_cores(), lookout)?;
+        let x = LayoutExchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), st.own_cores_by_count(), lookout)?;
         Ok(HierOp { stage: Stage::Layout(Box::new(x)), core: None })
     }
 
@@ -236,6 +236,60 @@ mod tests {
         run(&["a", "a", "b", "b"], Algorithm::Counter, InterAlgorithm::Counter);
         run(&["a", "b", "a", "b"], Algorithm::Toggle, InterAlgorithm::Dissemination);
         run(&["a", "b", "a", "b", "a", "a", "b"], Algorithm::Polled, InterAlgorithm::Counter);
+    }
+
+    /// Ranks that Open MPI took for remote (another job's, joined by
+    /// MPI_Comm_connect) but that share our node: the layout exchange counts
+    /// them by host name and the waiting policy is chosen again, and `auto`
+    /// is resolved for a node that shares its cores. Here 4 ranks on one
+    /// host of 2 cores, each rank told at creation of 2 ranks here (its job).
+    #[test]
+    fn ranks_found_on_the_node_choose_the_waiting_policy_again() {
+        use crate::settings::Idle;
+        use crate::wait::PolicyFacts;
+        let facts = PolicyFacts {
+            job_ranks: 2,
+            comm_ranks: 2,
+            cores: 2,
+            yield_when_idle: false,
+            spin: -1,
+            idle: None,
+            thread_multiple: true,
+        };
+        let out = mem::run(mem::network(&["a", "a", "a", "a"]), move |ep| {
+            let r = ep.rank();
+            let opts = Options {
+                policy: facts.policy(),
+                crowd: facts.crowd(),
+                facts: Some(facts),
+                ..Options::for_tests(Algorithm::Auto, Some(InterAlgorithm::Counter))
+            };
+            let c = Comm::new(ep, r, 4, 9, true, opts);
+            let before = (c.policy().idle, c.crowd().is_some());
+            let mut op = HierOp::first(&c, Lookout::new(None, None)).unwrap();
+            while !op.poll(&c).unwrap() {
+                std::thread::yield_now();
+            }
+            (before, (c.policy().idle, c.crowd().is_some()), c.algorithm(), c.layout().unwrap().local.len())
+        });
+        for (before, after, algorithm, here) in out {
+            assert_eq!(before, (Idle::Spin, true), "2 ranks on 2 cores: each keeps its core");
+            assert_eq!(here, 4);
+            assert_eq!(after, (Idle::Sleep, false), "4 ranks on 2 cores share them");
+            assert_eq!(algorithm, Algorithm::Auto.for_node(4, false), "auto for shared cores");
+        }
+        // Nothing to choose again when the count holds.
+        let same = mem::run(mem::network(&["a", "a", "b", "b"]), move |ep| {
+            let r = ep.rank();
+            let opts = Options { policy: facts.policy(), facts: Some(facts), ..Options::for_tests(Algorithm::Auto, None) };
+            let c = Comm::new(ep, r, 4, 9, true, opts);
+            let mut op = HierOp::first(&c, Lookout::new(None, None)).unwrap();
+            while !op.poll(&c).unwrap() {
+                std::thread::yield_now();
+            }
+            (c.policy().idle, c.algorithm())
+        });
+        assert!(same.iter().all(|&s| s == (Idle::Spin, Algorithm::Auto.for_node(2, true))), "{same:?}");
     }
 
     #[test]

@@ -127,9 +127,9 @@ fn read_answer(w: &[u64], rank: c_int) -> Option<Layout> {
 pub struct LayoutExchange<P: P2p> {
     rank: c_int,
     settings: Settings,
-    /// Whether our ranks keep their cores while they wait: how rank 0
-    /// resolves `auto` (`Algorithm::for_node`).
-    own_cores: bool,
+    /// Whether the ranks of a node of that many ranks keep their cores
+    /// while they wait: how rank 0 resolves `auto` (`Algorithm::for_node`).
+    own_cores: Box<dyn Fn(usize) -> bool + Send>,
     flight: Flight<P>,
     /// Rank 0: every rank's first message (ours in slot 0), once arrived.
     names: Vec<[u64; HELLO_WORDS]>,
@@ -156,7 +156,7 @@ impl<P: P2p> LayoutExchange<P> {
         rank: c_int,
         size: c_int,
         settings: Settings,
-        own_cores: bool,
+        own_cores: impl Fn(usize) -> bool + Send + 'static,
         lookout: Lookout,
     ) -> Result<LayoutExchange<P>, c_int> {
         let n = size as usize;
@@ -167,7 +167,7 @@ impl<P: P2p> LayoutExchange<P> {
         let mut x = LayoutExchange {
             rank,
             settings,
-            own_cores,
+            own_cores: Box::new(own_cores),
             flight: Flight::new(p2p),
             names: vec![mine],
             slots: Vec::new(),
@@ -224,6 +224,7 @@ impl<P: P2p> LayoutExchange<P> {
         // A rank of another protocol version is left out of the comparison:
         // its words may mean something else, and every rank falls back.
         let largest = layout::largest(&groups);
+        let own_cores = (self.own_cores)(largest);
         let settings: Vec<Settings> = self
             .names
             .iter()
@@ -231,7 +232,7 @@ impl<P: P2p> LayoutExchange<P> {
                 Greeting::Ours => Settings::requested_from_words(&w[1 + NAME_WORDS..]).unwrap_or(self.settings),
                 _ => self.settings,
             })
-            .map(|s| Settings { algorithm: s.algorithm.for_node(largest, self.own_cores), ..s })
+            .map(|s| Settings { algorithm: s.algorithm.for_node(largest, own_cores), ..s })
             .collect();
         let algs: Vec<(c_int, Algorithm)> = settings.iter().enumerate().map(|(q, s)| (q as c_int, s.algorithm)).collect();
         let inters: Vec<(c_int, InterAlgorithm)> =
@@ -452,7 +453,7 @@ mod exchange_tests {
             let r = ep.rank();
             let inter = (r == 2).then_some(InterAlgorithm::Dissemination);
             let s = Settings { algorithm: Algorithm::Toggle, inter };
-            let mut x = LayoutExchange::start(ep, r, 4, s, false, Lookout::new(None, None)).unwrap();
+            let mut x = LayoutExchange::start(ep, r, 4, s, |_| false, Lookout::new(None, None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     // Rank 0 answered in our version's form, not with
@@ -486,7 +487,7 @@ mod exchange_tests {
                 words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
             }
             let s = Settings { algorithm: algs[r as usize], inter: None };
-            let mut x = LayoutExchange::start(ep, r, n, s, false, Lookout::new(None, None)).unwrap();
+            let mut x = LayoutExchange::start(ep, r, n, s, |_| false, Lookout::new(None, None)).unwrap();
             loop {
                 if let Some(done) = x.poll().unwrap() {
                     return done;
@@ -617,7 +618,7 @@ mod exchange_tests {
             let r = ep.rank();
             if r != 0 {
                 let s = Settings { algorithm: Algorithm::Line, inter: None };
-                let mut x = LayoutExchange::start(ep, r, 4, s, false, Lookout::new(None, None)).unwrap();
+                let mut x = LayoutExchange::start(ep, r, 4, s, |_| false, Lookout::new(None, None)).unwrap();
                 loop {
                     if let Some((_, a)) = x.poll().unwrap() {
                         return Some(a);
@@ -662,7 +663,7 @@ mod exchange_tests {
                     words::TEST_PROTOCOL.with(|p| p.set(Some(words::PROTOCOL + 1)));
                 }
                 let s = Settings { algorithm: Algorithm::Counter, inter: None };
-                let mut x = LayoutExchange::start(ep, r, 4, s, false, Lookout::new(None, None)).unwrap();
+                let mut x = LayoutExchange::start(ep, r, 4, s, |_| false, Lookout::new(None, None)).unwrap();
                 loop {
                     if let Some(done) = x.poll().unwrap() {
                         // Rank 0 answers a rank of its own version in that

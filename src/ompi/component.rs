@@ -263,14 +263,16 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
         if p.verbose >= 3 && p.topology == Topology::Auto {
             node::say_place_once();
         }
+        let facts = node::policy_facts(&p, local_ranks);
         let opts = Options {
             requested,
             inter: p.inter,
             verbose: p.verbose,
-            policy: node::policy(&p, local_ranks),
+            policy: facts.policy(),
             topology: p.topology,
             own_place: node::NODE.place,
-            crowd: node::crowd(&p, local_ranks),
+            crowd: facts.crowd(),
+            facts: Some(facts),
             stall_notice: (p.stall_notice > 0).then(|| std::time::Duration::from_secs(p.stall_notice as u64)),
         };
         // SAFETY: the communicator under construction outlives its module,

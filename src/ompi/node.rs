@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use crate::ompi::ffi;
 use crate::ompi::params::Params;
 use crate::topology::{self, Place};
-use crate::wait::{Crowd, WaitPolicy};
+use crate::wait::PolicyFacts;
 
 pub struct NodeFacts {
     /// Ranks of this job on this node (`job_local_ranks`).
@@ -89,27 +89,21 @@ pub fn say_place_once() {
     });
 }
 
-/// Ranks that may wait on this node's cores, as far as a communicator
-/// shows: the job's ranks here, or the communicator's own ranks here when
-/// it has more (ranks of several jobs joined by MPI_Comm_spawn or
-/// MPI_Comm_connect, which the job's count does not see).
-pub fn ranks_here(comm_local_ranks: usize) -> usize {
-    NODE.local_ranks.max(comm_local_ranks)
-}
-
-/// The waiting policy for a communicator with parameters `p` and
-/// `comm_local_ranks` ranks on this node.
-pub fn policy(p: &Params, comm_local_ranks: usize) -> WaitPolicy {
+/// What the waiting policy of a communicator with parameters `p` and
+/// `comm_local_ranks` ranks on this node (by Open MPI's count; ranks of
+/// several jobs joined by MPI_Comm_spawn or MPI_Comm_connect among them,
+/// which the job's count does not see) is chosen from.
+pub fn policy_facts(p: &Params, comm_local_ranks: usize) -> PolicyFacts {
     let node = &*NODE;
-    WaitPolicy::for_node(ranks_here(comm_local_ranks), node.cores, node.yield_when_idle, p.spin, p.idle)
-}
-
-/// The policy while this process's waiting threads outnumber the cores,
-/// for a communicator with parameters `p` and `comm_local_ranks` ranks on
-/// this node (None: not threaded, or the cores are shared already).
-pub fn crowd(p: &Params, comm_local_ranks: usize) -> Option<Crowd> {
-    let node = &*NODE;
-    Crowd::for_node(ranks_here(comm_local_ranks), node.cores, node.yield_when_idle, p.spin, p.idle, node.thread_multiple)
+    PolicyFacts {
+        job_ranks: node.local_ranks,
+        comm_ranks: comm_local_ranks,
+        cores: node.cores,
+        yield_when_idle: node.yield_when_idle,
+        spin: p.spin,
+        idle: p.idle,
+        thread_multiple: node.thread_multiple,
+    }
 }
 
 /// Cores online on this machine (not the affinity mask: oversubscription is
