@@ -60,7 +60,12 @@ int hwb_mpi_yield_when_idle(void);
 int hwb_mpi_thread_multiple(void);
 /* Ranks of this job on this node, this one included
  * (opal_process_info.num_local_peers + 1: what the launcher told Open MPI
- * through PMIx, under mpirun and direct launch alike). */
+ * through PMIx, under mpirun and direct launch alike; int32 on 4.1, uint32
+ * on 5.0 and 6.0). Set by the runtime's init, before any communicator
+ * chooses its collectives. One launcher case reads one too many on 5.0
+ * and 6.0: a PMIx server that gives a local size but no list of local
+ * peers makes Open MPI assume 1 peer (ompi_rte_init); prte and the
+ * singleton runtime give both. */
 int hwb_job_local_ranks(void);
 /* One turn of opal_progress without the engine's own yield after an idle
  * turn, for a caller that tells idle turns from busy ones by their duration

@@ -257,7 +257,7 @@ impl<P: P2p> Comm<P> {
     /// found a core per rank, or the user asked to spin): `auto`'s fact
     /// for the trees (`Algorithm::for_node`). Rank 0's decides.
     pub fn own_cores(&self) -> bool {
-        self.policy().idle == crate::settings::Idle::Spin
+        self.policy().keeps_core()
     }
 
     /// `own_cores` for a node found to hold `ranks` of ours by the layout
@@ -265,7 +265,7 @@ impl<P: P2p> Comm<P> {
     pub fn own_cores_by_count(&self) -> impl Fn(usize) -> bool + Send + 'static {
         let (facts, own) = (self.opts.facts, self.own_cores());
         move |ranks| match facts.and_then(|f| f.recounted(ranks)) {
-            Some(f) => f.policy().idle == crate::settings::Idle::Spin,
+            Some(f) => f.policy().keeps_core(),
             None => own,
         }
     }
@@ -555,9 +555,13 @@ impl<P: P2p> Comm<P> {
             }
         };
         if self.opts.verbose >= 1 && (self.rank == 0 || (t.is_leader() && self.opts.verbose >= 2)) {
+            let between = match t.nodes {
+                1 => "none (one node by host name)".to_string(),
+                _ => format!("{} among leaders", self.inter_algorithm()),
+            };
             report::verbose(1, &format!(
                 "communicator '{}' (cid {}, {} ranks on {} nodes): node of rank {}: {}{local_note}; \
-                 between nodes: {} among leaders",
+                 between nodes: {between}",
                 self.name(),
                 self.cid,
                 self.size,
@@ -567,7 +571,6 @@ impl<P: P2p> Comm<P> {
                     1 => String::new(),
                     k => format!("{k} ranks, "),
                 },
-                self.inter_algorithm(),
             ));
         }
     }
@@ -588,7 +591,7 @@ impl<P: P2p> Comm<P> {
                         Some(_) => core.algorithm().to_string(),
                         None => "linear over point-to-point".to_string(),
                     };
-                    match (t.local.len(), t.is_leader()) {
+                    match (t.local.len(), t.is_leader() && t.nodes > 1) {
                         (1, _) => format!("{inter} between nodes (alone on its node)"),
                         (_, true) => format!("{local} on its node and {inter} between nodes"),
                         (_, false) => format!("{local} on its node"),

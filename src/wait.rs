@@ -82,6 +82,11 @@ pub struct WaitPolicy {
 }
 
 impl WaitPolicy {
+    /// Whether a waiter keeps its core (spins) rather than giving it up.
+    pub fn keeps_core(&self) -> bool {
+        self.idle == Idle::Spin
+    }
+
     /// Waiting for point-to-point operations: poll, turn progress, poll.
     pub const TURN_PROGRESS: WaitPolicy = WaitPolicy { spins: 1, progress: true, idle: Idle::Spin };
     /// A blocking barrier queued behind others: poll, turn progress, yield.

@@ -59,8 +59,10 @@ pub fn run(world: &SimpleCommunicator, iters: u64, accept: bool) {
     inter.barrier();
     let who = if accept { "accepting" } else { "connecting" };
     println!("rank {me} ({who}): connect OK ({count} barriers on the merged communicator)");
-    // SAFETY: disconnect the joined jobs before MPI_Finalize; rank 0 of the
-    // accepting job withdraws its name and closes its port.
+    // SAFETY: disconnect the joined jobs before MPI_Finalize (rsmpi's drop
+    // would free the handle MPI_Comm_disconnect releases, hence the
+    // forget); rank 0 of the accepting job withdraws its name and closes
+    // its port.
     unsafe {
         let mut raw = inter.as_raw();
         std::mem::forget(inter);

@@ -5,9 +5,9 @@
 use crate::*;
 use mpi::topology::{InterCommunicator, MergeOrder};
 
-/// Ranks of two jobs on one communicator: Open MPI's count of the job's
-/// ranks on the node (`OMPI_COMM_WORLD_LOCAL_SIZE`) sees only half of
-/// them, so hwbarr must count the communicator's own ranks to know
+/// Ranks of two jobs on one communicator: the count of the job's ranks on
+/// the node (mpirun's `OMPI_COMM_WORLD_LOCAL_SIZE`, Open MPI's own) sees
+/// only half of them, so hwbarr must count the communicator's own ranks to know
 /// whether they outnumber the cores. Every barrier is checked on the board
 /// (indexed by rank in the merged communicator); MPI_Ibarrier and the
 /// persistent barrier run too, and the intercommunicator's barrier (which

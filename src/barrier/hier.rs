@@ -119,6 +119,10 @@ impl<P: P2p> HierOp<P> {
                     if !local_done(st, l)? {
                         return Ok(false);
                     }
+                    if t.nodes < 2 {
+                        // One node after all: every rank has arrived.
+                        return Ok(true);
+                    }
                     if t.is_leader() && t.leaders.len() > 1 {
                         let alg = st.inter_algorithm();
                         let mut g = Leaders { flight: Flight::new(st.p2p().clone()), alg, step: 1 };
@@ -150,10 +154,15 @@ impl<P: P2p> HierOp<P> {
 /// The blocking barrier on a communicator spanning nodes, once its layout
 /// is known and nothing is queued: a node-local barrier (all local ranks
 /// arrived), the leaders' inter-node barrier, then a node-local barrier
-/// that releases the node's ranks.
+/// that releases the node's ranks. A communicator that Open MPI took for
+/// one spanning nodes but whose ranks the layout found on one node
+/// (another job's, joined by MPI_Comm_connect) needs the first only.
 pub fn barrier<P: P2p>(st: &Comm<P>, core: Core) -> Result<(), c_int> {
     let t = st.layout().expect("layout known");
     local_phase(st, t, core)?;
+    if t.nodes < 2 {
+        return Ok(());
+    }
     if t.is_leader() && t.leaders.len() > 1 {
         let mut f = Flight::new(st.p2p().clone());
         inter::barrier(&mut f, &t.leaders, t.node, st.inter_algorithm())?;
@@ -278,18 +287,32 @@ mod tests {
             assert_eq!(after, (Idle::Sleep, false), "4 ranks on 2 cores share them");
             assert_eq!(algorithm, Algorithm::Auto.for_node(4, false), "auto for shared cores");
         }
-        // Nothing to choose again when the count holds.
-        let same = mem::run(mem::network(&["a", "a", "b", "b"]), move |ep| {
+        // Nothing to choose again when the count holds: 3 ranks on each of
+        // two hosts of 8 cores, as told at creation, keep their cores, and
+        // `auto` resolves for ranks that keep them.
+        let roomy = PolicyFacts { job_ranks: 3, comm_ranks: 3, cores: 8, ..facts };
+        let same = mem::run(mem::network(&["a", "a", "a", "b", "b", "b"]), move |ep| {
             let r = ep.rank();
-            let opts = Options { policy: facts.policy(), facts: Some(facts), ..Options::for_tests(Algorithm::Auto, None) };
-            let c = Comm::new(ep, r, 4, 9, true, opts);
+            let opts = Options { policy: roomy.policy(), facts: Some(roomy), ..Options::for_tests(Algorithm::Auto, None) };
+            let c = Comm::new(ep, r, 6, 9, true, opts);
             let mut op = HierOp::first(&c, Lookout::new(None, None)).unwrap();
             while !op.poll(&c).unwrap() {
                 std::thread::yield_now();
             }
             (c.policy().idle, c.algorithm())
         });
-        assert!(same.iter().all(|&s| s == (Idle::Spin, Algorithm::Auto.for_node(2, true))), "{same:?}");
+        let own = Algorithm::Auto.for_node(3, true);
+        assert_ne!(own, Algorithm::Auto.for_node(3, false), "the case must tell the two apart");
+        assert!(same.iter().all(|&s| s == (Idle::Spin, own)), "{same:?}");
+    }
+
+    /// Open MPI took them for several nodes, the layout finds one: a
+    /// single node-local barrier per barrier, with the same semantics.
+    #[test]
+    fn one_node_found_by_host_name() {
+        run(&["a", "a", "a"], Algorithm::Toggle, InterAlgorithm::Counter);
+        run(&["a", "a", "a", "a"], Algorithm::Counter, InterAlgorithm::Dissemination);
+        run(&["a", "a"], Algorithm::Line, InterAlgorithm::Counter);
     }
 
     #[test]

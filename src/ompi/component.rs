@@ -114,13 +114,13 @@ static INVALID_VALUE: AtomicBool = AtomicBool::new(false);
 /// Open MPI 4.1's aggregation drop some ("ORTE_ERROR_LOG: Data unpack
 /// would read past end of buffer" in show_help.c), even Open MPI's own.
 fn speaks_for_job() -> bool {
-    node::world_rank().is_none_or(|r| r == "0")
+    report::world_rank().is_none_or(|r| r == "0")
 }
 
 /// "host:pid (rank N)" of this process, for messages.
 fn process_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let rank = node::world_rank().map(|r| format!(" (rank {r})")).unwrap_or_default();
+    let rank = report::world_rank().map(|r| format!(" (rank {r})")).unwrap_or_default();
     format!("{}:{}{rank}", host.trim(), std::process::id())
 }
 

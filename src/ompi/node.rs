@@ -24,8 +24,9 @@ pub struct NodeFacts {
 }
 
 pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| {
-    // SAFETY: reads a count MPI_Init (or the first session) set before any
-    // communicator chooses its collectives.
+    // SAFETY: reads a count the runtime's init (MPI_Init or the first
+    // session) set before any communicator chooses its collectives; NODE is
+    // first used in comm_query, never in ompi_info's component register.
     let open_mpi = usize::try_from(unsafe { ffi::hwb_job_local_ranks() }).ok();
     let launcher = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok());
     let local_ranks = job_local_ranks(open_mpi, launcher);
@@ -51,14 +52,6 @@ fn job_local_ranks(open_mpi: Option<usize>, launcher: Option<usize>) -> usize {
     open_mpi.into_iter().chain(launcher).max().unwrap_or(1).max(1)
 }
 
-/// This process's rank in its job (MPI_COMM_WORLD's), for messages:
-/// mpirun's `OMPI_COMM_WORLD_RANK`, else PMIx's `PMIX_RANK` (what a direct
-/// launch such as `srun --mpi=pmix` sets); None in a process no launcher
-/// started (ompi_info, a singleton).
-pub fn world_rank() -> Option<String> {
-    ["OMPI_COMM_WORLD_RANK", "PMIX_RANK"].iter().find_map(|v| std::env::var(v).ok())
-}
-
 /// This process's place in the node's caches (`topology::own_place_and_source`) and
 /// how it was found; the CPU it runs on counts only when every rank of the
 /// node has a core.
@@ -78,7 +71,7 @@ pub fn say_place_once() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let n = &*NODE;
-        let rank = world_rank().unwrap_or_else(|| "?".into());
+        let rank = crate::ompi::report::world_rank().unwrap_or_else(|| "?".into());
         let part = |x: Option<u32>| x.map_or("-".to_string(), |v| v.to_string());
         crate::ompi::report::verbose(3, &format!(
             "world rank {rank}: place in the node's caches: package {}, L3 domain {} ({})",

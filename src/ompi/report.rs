@@ -27,6 +27,14 @@ use std::sync::Mutex;
 
 use crate::ompi::ffi;
 
+/// This process's rank in its job (MPI_COMM_WORLD's), for messages:
+/// mpirun's `OMPI_COMM_WORLD_RANK`, else what a direct launch sets
+/// (`PMIX_RANK` under `srun --mpi=pmix`, `PMI_RANK` under PMI-2); None in a
+/// process no launcher started (ompi_info, a singleton).
+pub fn world_rank() -> Option<String> {
+    ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"].iter().find_map(|v| std::env::var(v).ok())
+}
+
 /// The help file's name, as Open MPI looks it up.
 pub const HELP_FILE: &str = "help-coll-hwbarr.txt";
 

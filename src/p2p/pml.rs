@@ -48,7 +48,7 @@ pub(crate) mod fault {
     /// it panics.
     fn target_of(var: &str) -> Option<(u64, bool)> {
         let spec = std::env::var(var).ok()?;
-        let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_default();
+        let rank = crate::ompi::report::world_rank().unwrap_or_default();
         let parse = |n: &str| {
             let n = n.trim();
             let (n, panics) = n.strip_suffix('p').map_or((n, false), |n| (n, true));

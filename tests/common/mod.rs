@@ -74,6 +74,11 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job that `timeout` (exit status 124) may have stopped.
+    pub fn of(out: Output) -> Job {
+        let timed_out = out.status.code() == Some(124);
+        Job { out, timed_out }
+    }
     pub fn ok(&self) -> bool {
         self.out.status.success()
     }
@@ -213,11 +218,37 @@ pub fn launch_rte_cmd(
     let np = np.to_string();
     let mut job_wide = vec!["-np", np.as_str()];
     job_wide.extend_from_slice(launch);
-    let mut c = mpirun_prefix(&job_wide, rte, mca, secs);
+    program(mpirun_prefix(&job_wide, rte, mca, secs), &[], args, env)
+}
+
+/// `mpirun` that starts each rank's barrier_check through `wrapper` (such as
+/// `env -u VAR`, to take away what mpirun sets for its ranks).
+pub fn mpirun_through(
+    np: usize,
+    wrapper: &[&str],
+    mca: &[(&str, &str)],
+    env: &[(&str, &str)],
+    args: &[&str],
+    secs: u32,
+) -> Job {
+    let np = np.to_string();
+    run(program(mpirun_prefix(&["-np", np.as_str()], &[], mca, secs), wrapper, args, env), secs)
+}
+
+/// A launcher command `c` completed with the program barrier_check (started
+/// through `wrapper`), its `args`, and the environment `env`.
+fn program(mut c: Command, wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
+    c.args(wrapper);
     c.arg(target_dir().join("examples/barrier_check"));
     c.args(args);
     set_env(&mut c, env);
     c
+}
+
+/// Cores online on this machine.
+pub fn cores() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(1).max(1)
 }
 
 /// `timeout <secs> mpirun` with the options of the whole job: more ranks
@@ -242,31 +273,15 @@ fn mpirun_prefix(launch: &[&str], rte: &[(&str, &str)], mca: &[(&str, &str)], se
 }
 
 /// The environment of mpirun (and so of the ranks): running as root
-/// allowed, and `env`.
-fn set_env(c: &mut Command, env: &[(&str, &str)]) {
-    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+/// allowed (to mpirun, and to the runtime a singleton starts on demand:
+/// 4.1's orted, 5.0's prte), and `env`.
+pub fn set_env(c: &mut Command, env: &[(&str, &str)]) {
+    for v in ["OMPI", "PRTE"] {
+        c.env(format!("{v}_ALLOW_RUN_AS_ROOT"), "1").env(format!("{v}_ALLOW_RUN_AS_ROOT_CONFIRM"), "1");
+    }
     for (k, v) in env {
         c.env(k, v);
     }
-}
-
-/// `mpirun` that starts each rank's barrier_check through `wrapper` (such as
-/// `env -u VAR`, to take away what mpirun sets for its ranks).
-pub fn mpirun_through(
-    np: usize,
-    wrapper: &[&str],
-    mca: &[(&str, &str)],
-    env: &[(&str, &str)],
-    args: &[&str],
-    secs: u32,
-) -> Job {
-    let np = np.to_string();
-    let mut c = mpirun_prefix(&["-np", np.as_str()], &[], mca, secs);
-    c.args(wrapper);
-    c.arg(target_dir().join("examples/barrier_check"));
-    c.args(args);
-    set_env(&mut c, env);
-    run(c, secs)
 }
 
 pub fn mpirun(np: usize, mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str], secs: u32) -> Job {
