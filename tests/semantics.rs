@@ -427,7 +427,7 @@ fn spawned_ranks_merged_share_the_cores() {
 /// other job's ranks for remote, so the communicator looks as if it spans
 /// nodes; hwbarr's layout exchange finds one node, and the merged
 /// communicator must wait as oversubscribed (the build before spun there:
-/// 639-774 µs per barrier against 8.8-10.7). Every kind of barrier is
+/// 639-774 µs per barrier against 4.5-10.7). Every kind of barrier is
 /// checked on the board both jobs map. 5.0 and 6.0 join separate launches
 /// only inside one runtime (a DVM), where Open MPI knows the other job's
 /// ranks are local: not run there.
