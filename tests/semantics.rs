@@ -437,8 +437,46 @@ fn jobs_joined_by_connect_and_accept() {
         eprintln!("skipped: Open MPI {} joins separate launches only inside one DVM", ompi_major());
         return;
     }
-    let (cores, dir, b) = (cores(), scratch("connect"), board());
+    let cores = cores();
     let np = cores.min(32);
+    let (accepting, connecting) = joined_jobs(np, &[], 300);
+    assert!(accepting.ok(), "accepting job\n{}", accepting.dump());
+    assert!(connecting.ok(), "connecting job\n{}", connecting.dump());
+    let (out, err) = (accepting.stdout() + &connecting.stdout(), accepting.stderr() + &connecting.stderr());
+    assert_eq!(out.matches("connect OK (600 barriers").count(), 2 * np, "{out}\n{err}");
+    let merged = format!(" {} ranks on 1 nodes): node of rank 0: {} ranks,", 2 * np, 2 * np);
+    let line = err.lines().find(|l| l.contains(&merged)).unwrap_or_else(|| panic!("no line '{merged}'\n{err}"));
+    if 2 * np > cores {
+        assert!(line.contains("waiting by Sleep"), "ranks outnumber cores, yet: {line}");
+    }
+    assert!(err.matches("served 600 barriers").count() >= 2 * np, "{err}");
+}
+
+/// The connecting job runs without hwbarr (`--mca coll ^hwbarr`), the
+/// accepting one with it: their merged communicator's first barrier cannot
+/// meet. Both jobs end at once instead of hanging, and a hwbarr rank names
+/// a rank of the other job (as with ranks of one job that disagree).
+#[test]
+fn jobs_joined_by_connect_one_without_hwbarr_fail_fast() {
+    if ompi_major() >= 5 {
+        eprintln!("skipped: Open MPI {} joins separate launches only inside one DVM", ompi_major());
+        return;
+    }
+    let np = cores().min(32);
+    let (accepting, connecting) = joined_jobs(np, &[("coll", "^hwbarr")], 120);
+    for (who, job) in [("accepting", &accepting), ("connecting", &connecting)] {
+        assert!(!job.ok() && !job.timed_out(), "{who} job must fail, not finish or hang\n{}", job.dump());
+    }
+    let named = "does not run hwbarr's barrier on this communicator";
+    assert!(accepting.stderr().contains(named), "{}", accepting.dump());
+}
+
+/// Two jobs of `np` ranks each joined by accept and connect through an
+/// `ompi-server`, running barrier_check's `accept` and `connect` (600
+/// barriers) at verbosity 2, the connecting one with `connect_mca` too:
+/// (accepting job, connecting job). Nothing of them stays behind.
+fn joined_jobs(np: usize, connect_mca: &[(&str, &str)], secs: u32) -> (Job, Job) {
+    let (dir, b) = (scratch("connect"), board());
     let (uri, ready) = (dir.join("uri"), dir.join("ready"));
     // Every process of the test keeps its session directory in `dir`.
     let tmpdir = dir.to_str().unwrap();
@@ -454,33 +492,31 @@ fn jobs_joined_by_connect_and_accept() {
     let launch = ["--ompi-server", server_opt.as_str()];
     let rte = [(rte::tmpdir_param(), tmpdir)];
     let env = [("HWBARR_BOARD", b.to_str().unwrap()), ("HWBARR_READY", ready.to_str().unwrap())];
-    let mca = [("coll_hwbarr_verbose", "2")];
-    let job = |mode: &str| launch_rte_cmd(np, &launch, &rte, &mca, &env, &[mode, "600"], 300);
+    let mut mca = vec![("coll_hwbarr_verbose", "2")];
+    let job = |mode: &str, mca: &[(&str, &str)]| launch_rte_cmd(np, &launch, &rte, mca, &env, &[mode, "600"], secs);
     // The accepting job writes to files: nothing reads a pipe while the
     // connecting job runs.
     let (a_out, a_err) = (dir.join("accept.out"), dir.join("accept.err"));
-    let mut accept_cmd = job("accept");
+    let mut accept_cmd = job("accept", &mca);
     accept_cmd.stdout(std::fs::File::create(&a_out).unwrap()).stderr(std::fs::File::create(&a_err).unwrap());
     let accepting = Stopped::spawn(&mut accept_cmd);
-    let connecting = waited(|| written(&ready)).then(|| job("connect").output().expect("mpirun"));
-    // A connecting job that failed leaves the other waiting in MPI_Comm_accept.
-    let accepted = accepting.finish(!connecting.as_ref().is_some_and(|o| o.status.success()));
+    mca.extend_from_slice(connect_mca);
+    let connecting = waited(|| written(&ready)).then(|| job("connect", &mca).output().expect("mpirun"));
+    // A connecting job that failed may leave the other waiting (in
+    // MPI_Comm_accept, or in a barrier the failed job never enters): given
+    // 30 s to end by itself, then stopped; none at all: stopped at once.
+    let grace = match &connecting {
+        Some(o) if o.status.success() => secs,
+        Some(_) => 30,
+        None => 0,
+    };
+    let accepted = accepting.finish_within(grace);
     drop(server);
     let read = |f: &std::path::Path| std::fs::read(f).unwrap_or_default();
     let accepting = Job::of(std::process::Output { status: accepted, stdout: read(&a_out), stderr: read(&a_err) });
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    let connecting = Job::of(connecting.expect("the accepting job published its name"));
-    assert!(accepting.ok(), "accepting job\n{}", accepting.dump());
-    assert!(connecting.ok(), "connecting job\n{}", connecting.dump());
-    let (out, err) = (accepting.stdout() + &connecting.stdout(), accepting.stderr() + &connecting.stderr());
-    assert_eq!(out.matches("connect OK (600 barriers").count(), 2 * np, "{out}\n{err}");
-    let merged = format!(" {} ranks on 1 nodes): node of rank 0: {} ranks,", 2 * np, 2 * np);
-    let line = err.lines().find(|l| l.contains(&merged)).unwrap_or_else(|| panic!("no line '{merged}'\n{err}"));
-    if 2 * np > cores {
-        assert!(line.contains("waiting by Sleep"), "ranks outnumber cores, yet: {line}");
-    }
-    assert!(err.matches("served 600 barriers").count() >= 2 * np, "{err}");
+    (accepting, Job::of(connecting.expect("the accepting job published its name")))
 }
 
 /// Polls `ok` every 0.1 s for up to 60 s.
@@ -503,13 +539,18 @@ impl Stopped {
         Stopped(Some(c.spawn().expect("spawn")))
     }
 
-    /// Waits for it to end, stopping it first if `stop`.
-    fn finish(mut self, stop: bool) -> std::process::ExitStatus {
+    /// Waits for it to end, for at most `secs` seconds before stopping it.
+    fn finish_within(mut self, secs: u32) -> std::process::ExitStatus {
         let mut child = self.0.take().unwrap();
-        if stop {
-            // SAFETY: kill(2) on our own child, not yet waited for.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs.into());
+        while std::time::Instant::now() < until {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        // SAFETY: kill(2) on our own child, not yet waited for.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
         child.wait().expect("wait")
     }
 }
@@ -517,7 +558,7 @@ impl Stopped {
 impl Drop for Stopped {
     fn drop(&mut self) {
         if let Some(c) = self.0.take() {
-            Stopped(Some(c)).finish(true);
+            Stopped(Some(c)).finish_within(0);
         }
     }
 }
