@@ -9,6 +9,10 @@ use crate::*;
 use mpi::raw::FromRaw;
 use mpi::topology::InterCommunicator;
 
+/// MPI_Comm_accept and MPI_Comm_connect: (port, info, root, comm, newcomm).
+type JoinFn =
+    unsafe extern "C" fn(*const c_char, mpi::ffi::MPI_Info, i32, mpi::ffi::MPI_Comm, *mut mpi::ffi::MPI_Comm) -> i32;
+
 /// The name the accepting job publishes its port under.
 const SERVICE: &CStr = c"hwbarr-barrier-check";
 
@@ -26,32 +30,21 @@ pub fn run(world: &SimpleCommunicator, iters: u64, accept: bool) {
     // the accepting job opens and publishes the port, as the root of the
     // collective accept.
     unsafe {
-        if accept {
-            if world.rank() == 0 {
-                assert_eq!(mpi::ffi::MPI_Open_port(mpi::ffi::RSMPI_INFO_NULL, port.as_mut_ptr()), 0);
-                assert_eq!(mpi::ffi::MPI_Publish_name(SERVICE.as_ptr(), mpi::ffi::RSMPI_INFO_NULL, port.as_ptr()), 0);
-                let ready = std::env::var("HWBARR_READY").expect("HWBARR_READY");
-                std::fs::write(ready, b"published\n").expect("write the ready file");
-            }
-            let rc = mpi::ffi::MPI_Comm_accept(
-                port.as_ptr(),
-                mpi::ffi::RSMPI_INFO_NULL,
-                0,
-                world.as_raw(),
-                inter.as_mut_ptr(),
-            );
-            assert_eq!(rc, 0, "MPI_Comm_accept");
-        } else {
+        if !accept {
             assert_eq!(mpi::ffi::MPI_Lookup_name(SERVICE.as_ptr(), mpi::ffi::RSMPI_INFO_NULL, port.as_mut_ptr()), 0);
-            let rc = mpi::ffi::MPI_Comm_connect(
-                port.as_ptr(),
-                mpi::ffi::RSMPI_INFO_NULL,
-                0,
-                world.as_raw(),
-                inter.as_mut_ptr(),
-            );
-            assert_eq!(rc, 0, "MPI_Comm_connect");
+        } else if world.rank() == 0 {
+            assert_eq!(mpi::ffi::MPI_Open_port(mpi::ffi::RSMPI_INFO_NULL, port.as_mut_ptr()), 0);
+            assert_eq!(mpi::ffi::MPI_Publish_name(SERVICE.as_ptr(), mpi::ffi::RSMPI_INFO_NULL, port.as_ptr()), 0);
+            let ready = std::env::var("HWBARR_READY").expect("HWBARR_READY");
+            std::fs::write(ready, b"published\n").expect("write the ready file");
         }
+        let (join, name) = if accept {
+            (mpi::ffi::MPI_Comm_accept as JoinFn, "MPI_Comm_accept")
+        } else {
+            (mpi::ffi::MPI_Comm_connect as JoinFn, "MPI_Comm_connect")
+        };
+        let rc = join(port.as_ptr(), mpi::ffi::RSMPI_INFO_NULL, 0, world.as_raw(), inter.as_mut_ptr());
+        assert_eq!(rc, 0, "{name}");
     }
     // SAFETY: MPI_Comm_accept/connect returned an intercommunicator.
     let inter = unsafe { InterCommunicator::from_raw(inter.assume_init()) };
