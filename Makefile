@@ -58,7 +58,7 @@ endif
 COMPONENT_DIR ?= $(shell d="$(PKGLIBDIR)"; if [ -n "$$d" ] && [ -w "$$d" ]; then echo "$$d"; else echo "$(HOME)/.openmpi/components"; fi)
 export HWBARR_TARGET_DIR := $(TARGET_DIR)
 # The mpirun integration tests, one file per concern (tests/common: their harness).
-MPIRUN_TESTS := semantics fake_nodes install_and_select device_refused disagreement death p2p_faults lifecycle soak
+MPIRUN_TESTS := semantics fake_nodes install_and_select device_refused disagreement death ulfm p2p_faults lifecycle soak
 
 .PHONY: all build deps install component-dir run test soak unit-test mpirun-test lint bench probe clean
 

@@ -67,10 +67,31 @@ static void hwb_module_destruct(hwb_module_t *m)
 static OBJ_CLASS_INSTANCE(hwb_module_t, mca_coll_base_module_t,
                           hwb_module_construct, hwb_module_destruct);
 
+#if defined(OPAL_ENABLE_FT_MPI) && OPAL_ENABLE_FT_MPI
+extern void hwbarr_module_revoked(void *state, int code);
+
+/* Open MPI's fault tolerance (ULFM, mpi_ft_enable) revoked the collectives
+ * of our communicator: a process of it failed (MPI_ERR_PROC_FAILED), or
+ * MPIX_Comm_revoke revoked it (MPI_ERR_REVOKED). Called from progress, in
+ * every process that learns. */
+static int hwb_module_revoked(struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    hwbarr_module_revoked(((hwb_module_t *) module)->state,
+                          ompi_comm_is_revoked(comm) ? MPI_ERR_REVOKED : MPI_ERR_PROC_FAILED);
+    return OMPI_SUCCESS;
+}
+#endif
+
 mca_coll_base_module_t *hwb_module_new(void)
 {
     hwb_module_t *m = OBJ_NEW(hwb_module_t);
-    return m ? &m->super : NULL;
+    if (NULL == m) {
+        return NULL;
+    }
+#if defined(OPAL_ENABLE_FT_MPI) && OPAL_ENABLE_FT_MPI
+    m->super.coll_revoke_local = hwb_module_revoked;
+#endif
+    return &m->super;
 }
 
 #if defined(MCA_COLL_BASE_VERSION_3_0_0)
@@ -438,6 +459,18 @@ void hwb_request_release(ompi_request_t **req)
 int hwb_request_done(ompi_request_t **req, int *error)
 {
     if (!REQUEST_COMPLETE(*req)) {
+#if defined(OPAL_ENABLE_FT_MPI) && OPAL_ENABLE_FT_MPI
+        /* Fault tolerance on: a request whose peer failed, or a collective
+         * one on a communicator whose collectives were revoked, never
+         * completes. Its error, the request left posted. */
+        if (ompi_request_is_failed(*req)) {
+            *error = (*req)->req_status.MPI_ERROR;
+            if (MPI_SUCCESS == *error) {
+                *error = MPI_ERR_PROC_FAILED;
+            }
+            return 2;
+        }
+#endif
         return 0;
     }
     *error = (*req)->req_status.MPI_ERROR;

@@ -160,7 +160,10 @@ void hwb_request_forget(struct ompi_request_t **req);
 /* Release it (from req_free) and set *req to MPI_REQUEST_NULL. */
 void hwb_request_release(struct ompi_request_t **req);
 /* A point-to-point request: 1 (and freed, *req = NULL) once complete,
- * without turning progress; *error gets its MPI error. */
+ * without turning progress; *error gets its MPI error. With fault
+ * tolerance on: 2 when it never will (its peer failed, or the
+ * communicator's collectives were revoked), *error set, the request left
+ * posted; 0 while pending. */
 int hwb_request_done(struct ompi_request_t **req, int *error);
 
 #endif

@@ -330,8 +330,21 @@ impl<P: P2p> Comm<P> {
         }
     }
 
+    /// Open MPI's fault tolerance (ULFM) revoked this communicator's
+    /// collectives: one of its processes failed, or MPIX_Comm_revoke. Every
+    /// barrier on it, in flight or to come, ends with `rc`. Every process
+    /// learns from Open MPI itself, so no notices; the device's failure word
+    /// tells the ranks sharing it sooner (a sleeper within a sleep slice),
+    /// whether or not their own progress has turned yet.
+    pub fn revoked(&self, rc: c_int) {
+        let _ = self.broken.compare_exchange(0, rc, Relaxed, Relaxed);
+        if let Some(seg) = self.seg.get() {
+            seg.set_revoked(rc);
+        }
+    }
+
     /// `what` on this communicator, for a warning.
-    fn describe(&self, what: &str) -> String {
+    pub(crate) fn describe(&self, what: &str) -> String {
         format!("{what} on communicator '{}' (cid {}, rank {})", self.name(), self.cid, self.rank)
     }
 

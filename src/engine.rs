@@ -121,7 +121,14 @@ impl<P: P2p, R: Copy + PartialEq> Queue<P, R> {
                 }
             }
             match self.head.as_mut().expect("entered").poll(c) {
-                Ok(false) => break,
+                Ok(false) => match c.broken() {
+                    // Failed meanwhile (the communicator revoked, a failure
+                    // notice): what the head waits for may never come.
+                    // Dropped, a point-to-point step leaves its requests
+                    // posted (`p2p::pml::Op`).
+                    Some(rc) => self.finish(c, rc, complete),
+                    None => break,
+                },
                 Ok(true) => self.finish(c, SUCCESS, complete),
                 Err(rc) => {
                     // Our own exchanges failed (or a peer's did, and told
@@ -234,6 +241,74 @@ mod tests {
                 assert!(routes.contains(&c.route().unwrap()), "rank {r}: {:?}", c.route());
             }
         });
+    }
+
+    /// Open MPI revokes the communicator's collectives (fault tolerance)
+    /// while every rank but the last has a barrier queued that the last
+    /// never enters: the ranks `told` (those whose Open MPI learned) end it
+    /// with the revocation's error, and so do the ranks that only share a
+    /// device with one told (its failure word), where a barrier that stayed
+    /// queued would wait for ever.
+    fn revoked_on(hosts: &'static [&'static str], algorithm: Algorithm, told: &'static [c_int]) {
+        const PROC_FAILED: c_int = 75;
+        let n = hosts.len();
+        let phase = Arc::new(std::sync::Barrier::new(n));
+        let queued = Arc::new(std::sync::Barrier::new(n - 1));
+        let over = Arc::new(AtomicUsize::new(0));
+        mem::run(mem::network(hosts), move |ep| {
+            let r = ep.rank();
+            let multi = hosts.iter().any(|h| *h != hosts[0]);
+            let c = Comm::new(ep, r, n as c_int, 3, multi, Options::for_tests(algorithm, None));
+            let mut q: Queue<mem::Mem, usize> = Queue::default();
+            let mut ended = None;
+            q.push(Some(0), Some(-1000));
+            while ended.is_none() {
+                q.advance(&c, &mut |_, rc| ended = Some(rc));
+                std::thread::yield_now();
+            }
+            assert_eq!(ended, Some(SUCCESS), "rank {r}: the first barrier");
+            phase.wait();
+            if r as usize == n - 1 {
+                // Alive, never entering, until the others are done (or
+                // one of them failed its checks and will never be).
+                let t0 = std::time::Instant::now();
+                while over.load(SeqCst) < n - 1 && t0.elapsed() < std::time::Duration::from_secs(30) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                return;
+            }
+            ended = None;
+            q.push(Some(1), None);
+            for _ in 0..1000 {
+                q.advance(&c, &mut |_, rc| ended = Some(rc));
+            }
+            assert_eq!(ended, None, "rank {r}: a barrier the last rank never entered");
+            queued.wait();
+            if told.contains(&r) {
+                c.revoked(PROC_FAILED);
+            }
+            let t0 = std::time::Instant::now();
+            while ended.is_none() && t0.elapsed() < std::time::Duration::from_secs(10) {
+                q.advance(&c, &mut |_, rc| ended = Some(rc));
+                std::thread::yield_now();
+            }
+            assert_eq!(ended, Some(PROC_FAILED), "rank {r} ({algorithm:?}, told: {told:?})");
+            assert_eq!(c.broken(), Some(PROC_FAILED));
+            assert!(q.is_empty());
+            over.fetch_add(1, SeqCst);
+        });
+    }
+
+    #[test]
+    fn a_revocation_ends_the_queued_barriers_with_its_error() {
+        revoked_on(&["a", "a", "a"], Algorithm::Counter, &[0]);
+        revoked_on(&["a", "a", "a"], Algorithm::Toggle, &[1]);
+        revoked_on(&["a", "a", "a", "a"], Algorithm::Polled, &[2]);
+        revoked_on(&["a", "a", "a"], Algorithm::Line, &[0]);
+        // No device: each rank learns from Open MPI itself.
+        revoked_on(&["a", "a", "a"], Algorithm::Linear, &[0, 1]);
+        // Across nodes, the leader of the node with two ranks told.
+        revoked_on(&["a", "a", "b"], Algorithm::Counter, &[0]);
     }
 
     #[test]

@@ -162,8 +162,11 @@ fn over(p: polled::Progress) -> bool {
 /// device failed: then the communicator fails.
 fn unless_failed<P: P2p>(c: &Comm<P>, seg: &Segment, done: bool) -> Result<bool, c_int> {
     if !done && seg.failed() {
-        c.fail(ERROR);
-        return Err(ERROR);
+        match seg.revoked() {
+            Some(rc) => c.revoked(rc),
+            None => c.fail(ERROR),
+        }
+        return Err(c.broken().unwrap_or(ERROR));
     }
     Ok(done)
 }

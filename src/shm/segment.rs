@@ -37,6 +37,10 @@ struct Header {
 /// Where the failure word lies: in the header's line, which is written
 /// once, so waiters that read it while they poll share it without traffic.
 const FAILED_AT: usize = 64;
+/// The failure word's value when hwbarr's own exchanges failed.
+const FAILED_BY_HWBARR: u32 = 1;
+/// Its flag when Open MPI revoked the collectives, over the MPI error.
+const REVOKED: u32 = 1 << 31;
 const _: () = assert!(std::mem::size_of::<Header>() <= FAILED_AT);
 
 /// Byte offsets of the regions inside a segment for `n` ranks.
@@ -282,14 +286,31 @@ impl Segment {
 
     /// Marks the communicator's barriers failed for every rank mapping the
     /// segment (`Comm::fail`): their waits end with an error. A sleeper
-    /// notices within a sleep slice.
+    /// notices within a sleep slice. The first mark stays.
     pub fn set_failed(&self) {
-        self.failed_word().store(1, crate::sync::Ordering::Release);
+        self.mark_failed(FAILED_BY_HWBARR);
+    }
+
+    /// Marks them failed because Open MPI revoked the communicator's
+    /// collectives (`Comm::revoked`): the waits end with `code`.
+    pub fn set_revoked(&self, code: i32) {
+        self.mark_failed(REVOKED | (code as u32 & !REVOKED));
+    }
+
+    fn mark_failed(&self, word: u32) {
+        use crate::sync::Ordering::{Acquire, Release};
+        let _ = self.failed_word().compare_exchange(0, word, Release, Acquire);
     }
 
     /// Whether some rank marked the barriers failed.
     pub fn failed(&self) -> bool {
         self.failed_word().load(crate::sync::Ordering::Acquire) != 0
+    }
+
+    /// The MPI error of a revocation, if the failure mark is one.
+    pub fn revoked(&self) -> Option<i32> {
+        let w = self.failed_word().load(crate::sync::Ordering::Acquire);
+        (w & REVOKED != 0).then_some((w & !REVOKED) as i32)
     }
 
     fn failed_word(&self) -> &AtomicU32 {
@@ -385,6 +406,22 @@ mod tests {
         assert!(!a.failed() && !b.failed());
         b.set_failed();
         assert!(a.failed());
+        assert_eq!(a.revoked(), None);
         assert_eq!(a.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_revocation_carries_its_error_and_the_first_mark_stays() {
+        let a = Segment::create(2, 1).unwrap();
+        assert_eq!(a.revoked(), None);
+        a.set_revoked(75);
+        a.set_failed();
+        a.set_revoked(77);
+        assert!(a.failed());
+        assert_eq!(a.revoked(), Some(75));
+        let b = Segment::create(2, 2).unwrap();
+        b.set_failed();
+        b.set_revoked(75);
+        assert_eq!(b.revoked(), None);
     }
 }

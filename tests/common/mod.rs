@@ -254,7 +254,7 @@ pub fn cores() -> usize {
 /// `timeout <secs> mpirun` with the options of the whole job: more ranks
 /// than cores, `launch`, the launcher's parameters `rte`, the component
 /// path under test (unless `mca` names one) and the MPI parameters `mca`.
-fn mpirun_prefix(launch: &[&str], rte: &[(&str, &str)], mca: &[(&str, &str)], secs: u32) -> Command {
+pub fn mpirun_prefix(launch: &[&str], rte: &[(&str, &str)], mca: &[(&str, &str)], secs: u32) -> Command {
     let mut c = Command::new("timeout");
     c.args(["-k", "5", &secs.to_string(), "mpirun"]);
     c.args(rte::oversubscribe());
