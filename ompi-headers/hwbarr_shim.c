@@ -461,17 +461,18 @@ int hwb_request_done(ompi_request_t **req, int *error)
     if (!REQUEST_COMPLETE(*req)) {
 #if defined(OPAL_ENABLE_FT_MPI) && OPAL_ENABLE_FT_MPI
         /* Fault tolerance on: a request whose peer failed, or a collective
-         * one on a communicator whose collectives were revoked, never
-         * completes. Its error, the request left posted. */
-        if (ompi_request_is_failed(*req)) {
-            *error = (*req)->req_status.MPI_ERROR;
-            if (MPI_SUCCESS == *error) {
-                *error = MPI_ERR_PROC_FAILED;
-            }
-            return 2;
+         * one on a communicator whose collectives were revoked, would never
+         * complete. Open MPI cancels it and says so once the cancel has
+         * completed it (the buffer released), with the error set. */
+        if (!ompi_request_is_failed(*req)) {
+            return 0;
         }
-#endif
+        if (MPI_SUCCESS == (*req)->req_status.MPI_ERROR) {
+            (*req)->req_status.MPI_ERROR = MPI_ERR_PROC_FAILED;
+        }
+#else
         return 0;
+#endif
     }
     *error = (*req)->req_status.MPI_ERROR;
     ompi_request_free(req);

@@ -161,9 +161,9 @@ void hwb_request_forget(struct ompi_request_t **req);
 void hwb_request_release(struct ompi_request_t **req);
 /* A point-to-point request: 1 (and freed, *req = NULL) once complete,
  * without turning progress; *error gets its MPI error. With fault
- * tolerance on: 2 when it never will (its peer failed, or the
- * communicator's collectives were revoked), *error set, the request left
- * posted; 0 while pending. */
+ * tolerance on, also once Open MPI has failed it (its peer failed, or the
+ * communicator's collectives were revoked): cancelled and complete, with
+ * that error. 0 while pending. */
 int hwb_request_done(struct ompi_request_t **req, int *error);
 
 #endif

@@ -313,6 +313,11 @@ impl<P: P2p> Comm<P> {
     /// ends with an error, the current one or, for a rank the failed
     /// exchange had already released, its next one. Later ones fail at once.
     pub fn fail(&self, rc: c_int) {
+        if p2p::is_process_failure(rc) {
+            // A process failed, or the communicator was revoked: as Open
+            // MPI's own revocation does (`revoked`).
+            return self.revoked(rc);
+        }
         let rc = if rc == 0 { ERROR } else { rc };
         if self.broken.compare_exchange(0, rc, Relaxed, Relaxed).is_err() {
             return;
@@ -337,8 +342,19 @@ impl<P: P2p> Comm<P> {
     /// tells the ranks sharing it sooner (a sleeper within a sleep slice),
     /// whether or not their own progress has turned yet.
     pub fn revoked(&self, rc: c_int) {
+        if rc <= 0 {
+            return self.fail(ERROR);
+        }
         let _ = self.broken.compare_exchange(0, rc, Relaxed, Relaxed);
         if let Some(seg) = self.seg.get() {
+            seg.set_revoked(rc);
+        }
+    }
+
+    /// A device adopted after a revocation (its exchange was in flight):
+    /// marked, so that the ranks released onto it learn too.
+    fn mark_if_revoked(&self) {
+        if let (Some(rc), Some(seg)) = (self.broken().filter(|&rc| p2p::is_process_failure(rc)), self.seg.get()) {
             seg.set_revoked(rc);
         }
     }
@@ -466,6 +482,7 @@ impl<P: P2p> Comm<P> {
                     ));
                 }
                 let _ = self.seg.set(seg);
+                self.mark_if_revoked();
                 Route::Device(core)
             }
             (_, _, Some(why)) => {
@@ -550,6 +567,7 @@ impl<P: P2p> Comm<P> {
                     _ => String::new(),
                 };
                 let _ = self.seg.set(seg);
+                self.mark_if_revoked();
                 // Rank 0's settings won: only rank 0 knows that `auto` chose.
                 let auto = match self.opts.requested {
                     Algorithm::Auto

@@ -5,8 +5,10 @@
 
 mod common;
 use common::*;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// Whether this Open MPI has ULFM ("FT MPI support: yes": 5.0 and later,
 /// unless built without it); says why not.
@@ -19,18 +21,27 @@ fn has_ulfm() -> bool {
     yes
 }
 
-/// tests/ulfm.c, built with this Open MPI's mpicc.
-fn ulfm_program() -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ulfm.c");
-    let exe = target_dir().join("ulfm");
-    let st = Command::new("mpicc").args(["-O1", "-Wall", "-o"]).arg(&exe).arg(&src).status().expect("run mpicc");
-    assert!(st.success(), "mpicc {src:?}");
-    exe
+/// tests/ulfm.c, built once with this Open MPI's mpicc.
+fn ulfm_program() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ulfm.c");
+        let exe = target_dir().join("ulfm");
+        let st = Command::new("mpicc").args(["-O1", "-Wall", "-o"]).arg(&exe).arg(&src).status().expect("run mpicc");
+        assert!(st.success(), "mpicc {src:?}");
+        exe
+    })
 }
 
+/// Seconds a job may take.
+const LIMIT: u32 = 30;
+
 /// One launch of the program with fault tolerance on: every survivor
-/// prints its OK line, and hwbarr served the duplicate and the shrunk
-/// communicator (`rounds` barriers of each of 3 kinds on each, per rank).
+/// prints its OK line (the program checks that its barrier was in flight
+/// when the failure came, and ended with the error ULFM defines), hwbarr
+/// served the duplicate and the shrunk communicator (`rounds` barriers of
+/// each of 3 kinds on each, per rank), and every survivor's hwbarr heard
+/// from Open MPI that the duplicate's collectives were revoked.
 fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, mca: &[(&'static str, &str)]) {
     let rounds = 50;
     let what = format!("np {np}, {how} while the others wait in {wait}, hosts {hosts:?}, {mca:?}");
@@ -43,10 +54,11 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     }
     all.extend(mca.iter().map(|&(k, v)| (k, v.to_string())));
     all.push(("coll_hwbarr_verbose", "2".into()));
-    let mut c = mpirun_prefix(&launch.iter().map(String::as_str).collect::<Vec<_>>(), &pairs(&rte), &pairs(&all), 60);
+    let mut c =
+        mpirun_prefix(&launch.iter().map(String::as_str).collect::<Vec<_>>(), &pairs(&rte), &pairs(&all), LIMIT);
     c.arg(exe).args([how, wait, &rounds.to_string()]);
     set_env(&mut c, &[("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())]);
-    let job = run(c, 30);
+    let job = run(c, LIMIT);
     let _ = std::fs::remove_dir_all(&root);
     let survivors = if how == "kill" { np - 1 } else { np };
     let ok = format!("ulfm {how} {wait} OK");
@@ -55,7 +67,7 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     // process failed, with hwbarr or without (every survivor in
     // ompi_mpi_finalize's wait for its PMIx fence; docs/testing.md). A
     // job stopped there, after every survivor's last line, passes.
-    let hung_in_finalize = how == "kill" && job.timed_out() && finished == survivors;
+    let hung_in_finalize = how == "kill" && job.out.status.code() == Some(124) && finished == survivors;
     assert!((job.ok() && !job.timed_out()) || hung_in_finalize, "{what}: {}", job.dump());
     assert_eq!(finished, survivors, "{what}: {}", job.dump());
     let err = job.stderr();
@@ -64,7 +76,12 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     // unless it has one rank (hwbarr declines those).
     let shrunk = if survivors > 1 { survivors } else { 0 };
     assert_eq!(served_lines, survivors + shrunk, "{what}: {}", job.dump());
-    assert!(err.contains("collectives revoked by Open MPI"), "{what}: {}", job.dump());
+    let told: BTreeSet<&str> = err
+        .lines()
+        .filter(|l| l.contains("collectives revoked by Open MPI") && l.contains("DUP FROM 0"))
+        .filter_map(|l| l.rsplit_once(", rank ").map(|(_, r)| r.trim_end_matches(')')))
+        .collect();
+    assert_eq!(told.len(), survivors, "{what}: each survivor told of the revocation: {}", job.dump());
 }
 
 /// One rank SIGKILLed while the others wait in each kind of barrier, on
@@ -78,11 +95,11 @@ fn a_dead_rank_ends_the_barriers_in_flight_with_proc_failed() {
     let exe = ulfm_program();
     for np in [2, 4] {
         for wait in ["barrier", "ibarrier", "persistent"] {
-            ulfm_job(&exe, np, "kill", wait, None, &[]);
+            ulfm_job(exe, np, "kill", wait, None, &[]);
         }
     }
-    for alg in ["counter", "toggle", "polled", "linear"] {
-        ulfm_job(&exe, 3, "kill", "barrier", None, &[("coll_hwbarr_algorithm", alg)]);
+    for alg in ["counter", "toggle", "polled", "line", "linear"] {
+        ulfm_job(exe, 3, "kill", "barrier", None, &[("coll_hwbarr_algorithm", alg)]);
     }
 }
 
@@ -95,11 +112,11 @@ fn a_revoked_communicator_ends_the_barriers_in_flight_with_revoked() {
     let exe = ulfm_program();
     for np in [2, 4] {
         for wait in ["barrier", "ibarrier", "persistent"] {
-            ulfm_job(&exe, np, "revoke", wait, None, &[]);
+            ulfm_job(exe, np, "revoke", wait, None, &[]);
         }
     }
-    for alg in ["counter", "toggle", "polled", "linear"] {
-        ulfm_job(&exe, 3, "revoke", "ibarrier", None, &[("coll_hwbarr_algorithm", alg)]);
+    for alg in ["counter", "toggle", "polled", "line", "linear"] {
+        ulfm_job(exe, 3, "revoke", "ibarrier", None, &[("coll_hwbarr_algorithm", alg)]);
     }
 }
 
@@ -113,7 +130,7 @@ fn fake_nodes_dead_or_revoking_rank_ends_the_barriers_in_flight() {
     let exe = ulfm_program();
     for how in ["kill", "revoke"] {
         for wait in ["barrier", "ibarrier", "persistent"] {
-            ulfm_job(&exe, 4, how, wait, Some("nodea:2,nodeb:2"), &[]);
+            ulfm_job(exe, 4, how, wait, Some("nodea:2,nodeb:2"), &[]);
         }
     }
 }

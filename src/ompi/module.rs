@@ -156,10 +156,11 @@ pub unsafe extern "C" fn hwbarr_module_state_drop(state: *mut c_void) {
 }
 
 /// Called by the module's revoke hook (Open MPI 5.0 and later, built with
-/// fault tolerance, run with it on: `mpirun --with-ft ulfm`), from
-/// progress, when Open MPI revokes the communicator's collectives: one of
-/// its processes failed (`code` MPI_ERR_PROC_FAILED) or MPIX_Comm_revoke
-/// revoked it (MPI_ERR_REVOKED). Its barriers in flight end with `code`
+/// fault tolerance, run with it on: `mpirun --with-ft ulfm`) when Open MPI
+/// revokes the communicator's collectives: one of its processes failed
+/// (`code` MPI_ERR_PROC_FAILED) or MPIX_Comm_revoke revoked it
+/// (MPI_ERR_REVOKED). From progress, from MPIX_Comm_revoke, or from Open
+/// MPI's failure detector thread: it only touches atomics. Its barriers in flight end with `code`
 /// instead of waiting for a rank that may never come.
 ///
 /// # Safety
@@ -172,9 +173,7 @@ pub unsafe extern "C" fn hwbarr_module_revoked(state: *mut c_void, code: c_int) 
         }
         // SAFETY: see above; shared access only, as in any barrier call.
         let st = unsafe { &*state.cast::<Server>() };
-        if st.comm.broken().is_none() {
-            report::verbose(2, &st.comm.describe(&format!("collectives revoked by Open MPI (MPI error {code})")));
-        }
+        report::verbose(2, &st.comm.describe(&format!("collectives revoked by Open MPI (MPI error {code})")));
         st.comm.revoked(code);
     })
 }

@@ -29,6 +29,17 @@ pub const ERROR: c_int = -1;
 /// Receive from any rank (`MPI_ANY_SOURCE`).
 pub const ANY_SOURCE: c_int = -1;
 
+/// The error classes of Open MPI's fault tolerance (ULFM, 5.0 and later;
+/// fixed values of its mpi.h): MPI_ERR_PROC_FAILED,
+/// MPI_ERR_PROC_FAILED_PENDING, MPI_ERR_REVOKED. Every process learns of
+/// such a failure from Open MPI itself (`comm::Comm::revoked`).
+pub const PROCESS_FAILURE_ERRORS: [c_int; 3] = [75, 76, 77];
+
+/// Whether `rc` reports a failed process or a revoked communicator.
+pub fn is_process_failure(rc: c_int) -> bool {
+    PROCESS_FAILURE_ERRORS.contains(&rc)
+}
+
 /// A failure notice: the whole message a rank sends, in place of the next
 /// one a peer expects from it, once hwbarr's exchanges on a communicator
 /// failed there (`Comm::fail`). Its first word never begins a message of

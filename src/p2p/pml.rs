@@ -175,17 +175,13 @@ impl P2p for Pml {
         let mut err = SUCCESS;
         // SAFETY: a live request returned by the PML; it is freed and
         // nulled once complete, after which its buffer is ours again.
-        match unsafe { ffi::hwb_request_done(&mut op.req, &mut err) } {
-            0 => Ok(None),
-            // Never to complete (fault tolerance: its peer failed, or the
-            // communicator's collectives were revoked): still posted, so
-            // its buffer stays with it (`Op`).
-            2 => Err(if err == SUCCESS { ERROR } else { err }),
-            _ => {
-                check(err)?;
-                Ok(op.buf.take())
-            }
+        // Under fault tolerance a request Open MPI failed (a dead peer, a
+        // revoked communicator) completes with its error too.
+        if unsafe { ffi::hwb_request_done(&mut op.req, &mut err) } == 0 {
+            return Ok(None);
         }
+        check(err)?;
+        Ok(op.buf.take())
     }
 
     fn send(&self, data: &[u64], dst: c_int) -> Result<(), c_int> {
