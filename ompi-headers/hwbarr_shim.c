@@ -72,8 +72,8 @@ extern void hwbarr_module_revoked(void *state, int code);
 
 /* Open MPI's fault tolerance (ULFM, mpi_ft_enable) revoked the collectives
  * of our communicator: a process of it failed (MPI_ERR_PROC_FAILED), or
- * MPIX_Comm_revoke revoked it (MPI_ERR_REVOKED). Called from progress, in
- * every process that learns. */
+ * MPIX_Comm_revoke revoked it (MPI_ERR_REVOKED). Called in every process
+ * that learns: from progress, MPIX_Comm_revoke or the failure detector. */
 static int hwb_module_revoked(struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     hwbarr_module_revoked(((hwb_module_t *) module)->state,

@@ -84,40 +84,35 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     assert_eq!(told.len(), survivors, "{what}: each survivor told of the revocation: {}", job.dump());
 }
 
-/// One rank SIGKILLed while the others wait in each kind of barrier, on
-/// one node (spinning at 2 ranks, asleep at 4 on 2 cores) with each
-/// algorithm, then the survivors shrink and barrier on.
-#[test]
-fn a_dead_rank_ends_the_barriers_in_flight_with_proc_failed() {
+/// On one node, `how` while the others wait in each kind of barrier
+/// (spinning at 2 ranks, asleep at 4 on 2 cores), and at 3 ranks in
+/// `alg_wait` with each algorithm.
+fn on_one_node(how: &str, alg_wait: &str) {
     if !has_ulfm() {
         return;
     }
     let exe = ulfm_program();
     for np in [2, 4] {
         for wait in ["barrier", "ibarrier", "persistent"] {
-            ulfm_job(exe, np, "kill", wait, None, &[]);
+            ulfm_job(exe, np, how, wait, None, &[]);
         }
     }
     for alg in ["counter", "toggle", "polled", "line", "linear"] {
-        ulfm_job(exe, 3, "kill", "barrier", None, &[("coll_hwbarr_algorithm", alg)]);
+        ulfm_job(exe, 3, how, alg_wait, None, &[("coll_hwbarr_algorithm", alg)]);
     }
+}
+
+/// One rank SIGKILLed while the others wait, then the survivors shrink
+/// and barrier on.
+#[test]
+fn a_dead_rank_ends_the_barriers_in_flight_with_proc_failed() {
+    on_one_node("kill", "barrier");
 }
 
 /// MPIX_Comm_revoke by a rank outside the barrier the others wait in.
 #[test]
 fn a_revoked_communicator_ends_the_barriers_in_flight_with_revoked() {
-    if !has_ulfm() {
-        return;
-    }
-    let exe = ulfm_program();
-    for np in [2, 4] {
-        for wait in ["barrier", "ibarrier", "persistent"] {
-            ulfm_job(exe, np, "revoke", wait, None, &[]);
-        }
-    }
-    for alg in ["counter", "toggle", "polled", "line", "linear"] {
-        ulfm_job(exe, 3, "revoke", "ibarrier", None, &[("coll_hwbarr_algorithm", alg)]);
-    }
+    on_one_node("revoke", "ibarrier");
 }
 
 /// Across fake nodes (2+2): the rank that dies or revokes is on the

@@ -162,10 +162,8 @@ fn over(p: polled::Progress) -> bool {
 /// device failed: then the communicator fails.
 fn unless_failed<P: P2p>(c: &Comm<P>, seg: &Segment, done: bool) -> Result<bool, c_int> {
     if !done && seg.failed() {
-        match seg.revoked() {
-            Some(rc) => c.revoked(rc),
-            None => c.fail(ERROR),
-        }
+        // A revocation's error, which `fail` hands on as a revocation.
+        c.fail(seg.revoked().unwrap_or(ERROR));
         return Err(c.broken().unwrap_or(ERROR));
     }
     Ok(done)

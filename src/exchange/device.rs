@@ -306,13 +306,11 @@ impl<P: P2p> DeviceExchange<P> {
     /// set here, for the members that the verdict already released onto it.
     pub fn poll(&mut self) -> Result<Option<(Agreed, Option<Segment>)>, c_int> {
         let r = self.advance();
-        if r.is_err() {
-            if let (Some(Ok(seg)), Err(rc)) = (&self.outcome, &r) {
-                if crate::p2p::is_process_failure(*rc) {
-                    seg.set_revoked(*rc);
-                } else {
-                    seg.set_failed();
-                }
+        if let (Some(Ok(seg)), Err(rc)) = (&self.outcome, &r) {
+            if crate::p2p::is_process_failure(*rc) {
+                seg.set_revoked(*rc);
+            } else {
+                seg.set_failed();
             }
         }
         r

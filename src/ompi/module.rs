@@ -159,9 +159,10 @@ pub unsafe extern "C" fn hwbarr_module_state_drop(state: *mut c_void) {
 /// fault tolerance, run with it on: `mpirun --with-ft ulfm`) when Open MPI
 /// revokes the communicator's collectives: one of its processes failed
 /// (`code` MPI_ERR_PROC_FAILED) or MPIX_Comm_revoke revoked it
-/// (MPI_ERR_REVOKED). From progress, from MPIX_Comm_revoke, or from Open
-/// MPI's failure detector thread: it only touches atomics. Its barriers in flight end with `code`
-/// instead of waiting for a rank that may never come.
+/// (MPI_ERR_REVOKED). Its barriers in flight end with `code` instead of
+/// waiting for a rank that may never come. Called from progress, from
+/// MPIX_Comm_revoke, or from Open MPI's failure detector thread: it only
+/// touches atomics.
 ///
 /// # Safety
 /// `state` is the state `new_module` gave a live module.
