@@ -216,9 +216,15 @@ fn a_first_barrier_that_cannot_meet_says_whom_it_waits_for() {
         vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()]
     };
     let contexts = vec![(1, ctx("0")), (1, ctx("40")), (1, ctx("40"))];
-    let mca = [("coll_hwbarr_stall_notice", "1")];
+    // `timeout` stops this job: its transport's files go in the scratch
+    // directory, not in /dev/shm, where no launcher would remove them.
+    let scratch = b.parent().unwrap();
+    let param = transport_dir_param();
+    let mca = [("coll_hwbarr_stall_notice", "1"), (param.as_str(), scratch.to_str().unwrap())];
+    let before = shm_names();
     let job = mpmd(&contexts, &[], &[], &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 10);
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    let _ = std::fs::remove_dir_all(scratch);
+    assert_eq!(shm_names(), before, "/dev/shm changed\n{}", job.dump());
     assert!(job.timed_out(), "the job must hang (else this case is fixed: update the README)\n{}", job.dump());
     let err = job.stderr();
     let tail = "has waited 1 s in the communicator's first barrier for rank 0 to take part in hwbarr's setup exchange";

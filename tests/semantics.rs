@@ -619,7 +619,6 @@ fn singleton_declines_its_world_and_serves_what_it_spawns() {
     // file when it ends (Open MPI 5.0 and 6.0 leave it in /dev/shm, with
     // hwbarr or without): it goes in the test's scratch directory instead,
     // so that /dev/shm must come out as it was.
-    let vader = if ompi_major() >= 5 { "sm" } else { "vader" };
     let before = shm_names();
     for (mode, ranks, served) in [("semantics", 1, 0), ("spawn", 2, 2)] {
         let b = board();
@@ -627,7 +626,7 @@ fn singleton_declines_its_world_and_serves_what_it_spawns() {
         let mut c = Command::new("timeout");
         c.args(["-k", "5", "120"]).arg(target_dir().join("examples/barrier_check")).args([mode, "200"]);
         c.env("OMPI_MCA_mca_base_component_path", component_path()).env("OMPI_MCA_coll_hwbarr_verbose", "2");
-        c.env(format!("OMPI_MCA_btl_{vader}_backing_directory"), scratch);
+        c.env(format!("OMPI_MCA_{}", transport_dir_param()), scratch);
         set_env(&mut c, &[("HWBARR_BOARD", b.to_str().unwrap())]);
         let job = run(c, 120);
         let _ = std::fs::remove_dir_all(scratch);

@@ -307,6 +307,15 @@ pub fn semantics(np: usize, alg: &str, iters: u32, extra_env: &[(&str, &str)]) -
     board_job_env(np, alg, "semantics", iters, extra_env)
 }
 
+/// The MCA parameter that puts Open MPI's shared-memory transport's files
+/// in a directory of the test's own: a job that `timeout` stops (or a
+/// singleton, which has no launcher) leaves them where its launcher would
+/// have removed them, and /dev/shm must come out of a test as it went in.
+pub fn transport_dir_param() -> String {
+    let btl = if ompi_major() >= 5 { "sm" } else { "vader" };
+    format!("btl_{btl}_backing_directory")
+}
+
 pub fn shm_names() -> Vec<String> {
     let mut v: Vec<_> = std::fs::read_dir("/dev/shm")
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
