@@ -219,8 +219,7 @@ fn a_first_barrier_that_cannot_meet_says_whom_it_waits_for() {
     // `timeout` stops this job: its transport's files go in the scratch
     // directory, not in /dev/shm, where no launcher would remove them.
     let scratch = b.parent().unwrap();
-    let param = transport_dir_param();
-    let mca = [("coll_hwbarr_stall_notice", "1"), (param.as_str(), scratch.to_str().unwrap())];
+    let mca = [("coll_hwbarr_stall_notice", "1"), (transport_dir_param(), scratch.to_str().unwrap())];
     let before = shm_names();
     let job = mpmd(&contexts, &[], &[], &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 10);
     let _ = std::fs::remove_dir_all(scratch);

@@ -54,6 +54,9 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     }
     all.extend(mca.iter().map(|&(k, v)| (k, v.to_string())));
     all.push(("coll_hwbarr_verbose", "2".into()));
+    // A job that `timeout` stops (the finalize hang below) leaves its
+    // transport's files where no launcher removes them: not in /dev/shm.
+    all.push((transport_dir_param(), root.display().to_string()));
     let mut c =
         mpirun_prefix(&launch.iter().map(String::as_str).collect::<Vec<_>>(), &pairs(&rte), &pairs(&all), LIMIT);
     c.arg(exe).args([how, wait, &rounds.to_string()]);

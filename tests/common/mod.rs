@@ -311,9 +311,12 @@ pub fn semantics(np: usize, alg: &str, iters: u32, extra_env: &[(&str, &str)]) -
 /// in a directory of the test's own: a job that `timeout` stops (or a
 /// singleton, which has no launcher) leaves them where its launcher would
 /// have removed them, and /dev/shm must come out of a test as it went in.
-pub fn transport_dir_param() -> String {
-    let btl = if ompi_major() >= 5 { "sm" } else { "vader" };
-    format!("btl_{btl}_backing_directory")
+pub fn transport_dir_param() -> &'static str {
+    if ompi_major() >= 5 {
+        "btl_sm_backing_directory"
+    } else {
+        "btl_vader_backing_directory"
+    }
 }
 
 pub fn shm_names() -> Vec<String> {
