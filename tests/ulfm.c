@@ -1,14 +1,17 @@
 /* A fault-tolerant MPI program (ULFM: Open MPI 5.0 and later, run with
  * `mpirun --with-ft ulfm`), for tests/ulfm.rs.
  *
- *   ulfm <kill|revoke> <barrier|ibarrier|persistent> <rounds>
+ *   ulfm <kill|node|revoke> <barrier|ibarrier|persistent> <rounds>
  *
  * Every rank runs <rounds> barriers of each kind on a duplicate of
- * MPI_COMM_WORLD. Then the last rank SIGKILLs itself (kill), or rank 0
- * calls MPIX_Comm_revoke (revoke), 300 ms after the others entered a
- * barrier of the kind named, where they must get MPI_ERR_PROC_FAILED
- * (kill; MPI_ERR_REVOKED if a survivor that learned first has revoked
- * already) or MPI_ERR_REVOKED (revoke) rather than wait for ever. The survivors then revoke,
+ * MPI_COMM_WORLD. Then the last rank SIGKILLs itself (kill), or every rank
+ * on the last rank's node does (node: its leader and its shared memory
+ * gone at once; the launcher's daemon there lives, for PRRTE ends the
+ * whole job when it loses one), or rank 0 calls MPIX_Comm_revoke
+ * (revoke), 300 ms after the others entered a barrier of the kind named,
+ * where they must get MPI_ERR_PROC_FAILED (kill, node; MPI_ERR_REVOKED if
+ * a survivor that learned first has revoked already) or MPI_ERR_REVOKED
+ * (revoke) rather than wait for ever. The survivors then revoke,
  * shrink, and run <rounds> barriers of each kind on the shrunk
  * communicator, which must all succeed. Prints one OK line per survivor;
  * exits 1 at the first surprise. */
@@ -74,7 +77,7 @@ static void rounds_of_all(MPI_Comm comm, int rounds, const char *where)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: ulfm <kill|revoke> <barrier|ibarrier|persistent> <rounds>\n");
+        fprintf(stderr, "usage: ulfm <kill|node|revoke> <barrier|ibarrier|persistent> <rounds>\n");
         return 2;
     }
     /* Open MPI 5.0.10's TCP transport sends with writev, so a message to a
@@ -91,11 +94,24 @@ int main(int argc, char **argv)
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     rounds_of_all(comm, rounds, "the duplicate");
 
-    int kill_me = 0 == strcmp(how, "kill");
-    int actor = kill_me ? size - 1 : 0;
+    /* The ranks that fail: the last one, or every one on its node. */
+    int node = 0 == strcmp(how, "node"), kill_me = node || 0 == strcmp(how, "kill");
+    char host[MPI_MAX_PROCESSOR_NAME] = "", *hosts = calloc(size, MPI_MAX_PROCESSOR_NAME);
+    int len = 0, victims = 0;
+    MPI_Get_processor_name(host, &len);
+    MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+    const char *last_host = hosts + (size_t)(size - 1) * MPI_MAX_PROCESSOR_NAME;
+    for (int r = 0; r < size; r++) {
+        victims += kill_me && (r == size - 1 || (node && 0 == strcmp(hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME, last_host)));
+    }
+    int actor = kill_me ? rank == size - 1 || (node && 0 == strcmp(host, last_host)) : rank == 0;
+    if (node && victims == size) {
+        fail("a lost node needs another node that survives it", victims);
+    }
+    free(hosts);
     int expected = kill_me ? MPI_ERR_PROC_FAILED : MPI_ERR_REVOKED;
     double waited = 0;
-    if (rank == actor) {
+    if (actor) {
         usleep(300000);
         if (kill_me) {
             raise(SIGKILL);
@@ -132,7 +148,7 @@ int main(int argc, char **argv)
     }
     int shrunk_size;
     MPI_Comm_size(shrunk, &shrunk_size);
-    if (shrunk_size != (kill_me ? size - 1 : size)) {
+    if (shrunk_size != size - victims) {
         fail("the shrunk communicator's size", shrunk_size);
     }
     rounds_of_all(shrunk, rounds, "the shrunk communicator");

@@ -33,8 +33,8 @@ fn ulfm_program() -> &'static Path {
     })
 }
 
-/// Seconds a job may take.
-const LIMIT: u32 = 30;
+/// Seconds a job may take (one takes 1-2 s).
+const LIMIT: u32 = 20;
 
 /// One launch of the program with fault tolerance on: every survivor
 /// prints its OK line (the program checks that its barrier was in flight
@@ -45,7 +45,7 @@ const LIMIT: u32 = 30;
 fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, mca: &[(&'static str, &str)]) {
     let rounds = 50;
     let what = format!("np {np}, {how} while the others wait in {wait}, hosts {hosts:?}, {mca:?}");
-    let root = scratch("fakenodes");
+    let root = scratch("ulfm");
     let mut launch = vec!["-np".to_string(), np.to_string(), "--with-ft".into(), "ulfm".into()];
     let (mut rte, mut all): (Params, Params) = (vec![], vec![]);
     if let Some(h) = hosts {
@@ -54,24 +54,31 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     }
     all.extend(mca.iter().map(|&(k, v)| (k, v.to_string())));
     all.push(("coll_hwbarr_verbose", "2".into()));
-    // A job that `timeout` stops (the finalize hang below) leaves its
-    // transport's files where no launcher removes them: not in /dev/shm.
-    all.push((transport_dir_param(), root.display().to_string()));
+    // Open MPI's MPI_Finalize after a process failure may wait for ever
+    // in its closing PMIx fence, with hwbarr or without: when the launcher
+    // deregisters the dead rank before its PMIx server has seen the rank's
+    // connection drop, the server still counts the rank in the fence
+    // (docs/testing.md). Open MPI's own switch leaves that fence out; the
+    // fault-tolerant part of finalize, which runs hwbarr, stays.
+    all.push(("async_mpi_finalize", "1".into()));
     let mut c =
         mpirun_prefix(&launch.iter().map(String::as_str).collect::<Vec<_>>(), &pairs(&rte), &pairs(&all), LIMIT);
     c.arg(exe).args([how, wait, &rounds.to_string()]);
     set_env(&mut c, &[("HWBARR_FAKENODE_ROOT", root.to_str().unwrap())]);
     let job = run(c, LIMIT);
     let _ = std::fs::remove_dir_all(&root);
-    let survivors = if how == "kill" { np - 1 } else { np };
+    // The ranks that fail: one, or every rank on the last node.
+    let lost = match how {
+        "kill" => 1,
+        "node" => hosts
+            .and_then(|h| h.rsplit(',').next()?.split_once(':')?.1.parse().ok())
+            .expect("a lost node needs hosts 'name:ranks,...'"),
+        _ => 0,
+    };
+    let survivors = np - lost;
     let ok = format!("ulfm {how} {wait} OK");
     let finished = job.stdout().matches(&ok).count();
-    // Open MPI 5.0.10's MPI_Finalize now and then waits for ever after a
-    // process failed, with hwbarr or without (every survivor in
-    // ompi_mpi_finalize's wait for its PMIx fence; docs/testing.md). A
-    // job stopped there, after every survivor's last line, passes.
-    let hung_in_finalize = how == "kill" && job.out.status.code() == Some(124) && finished == survivors;
-    assert!((job.ok() && !job.timed_out()) || hung_in_finalize, "{what}: {}", job.dump());
+    assert!(job.ok() && !job.timed_out(), "{what}: {}", job.dump());
     assert_eq!(finished, survivors, "{what}: {}", job.dump());
     let err = job.stderr();
     let served_lines = err.lines().filter(|l| l.contains(&format!(": served {} barriers with ", 3 * rounds))).count();
@@ -119,16 +126,20 @@ fn a_revoked_communicator_ends_the_barriers_in_flight_with_revoked() {
 }
 
 /// Across fake nodes (2+2): the rank that dies or revokes is on the
-/// other node, and hwbarr's barrier is the hierarchical one.
+/// other node, or every rank of the other node dies (its leader and its
+/// shared memory at once), and hwbarr's barrier is the hierarchical one.
+/// Then a node of 2 ranks is lost from 3 nodes (1+1+2): the shrunk
+/// communicator spans the 2 nodes left.
 #[test]
 fn fake_nodes_dead_or_revoking_rank_ends_the_barriers_in_flight() {
     if !has_ulfm() {
         return;
     }
     let exe = ulfm_program();
-    for how in ["kill", "revoke"] {
+    for how in ["kill", "node", "revoke"] {
         for wait in ["barrier", "ibarrier", "persistent"] {
             ulfm_job(exe, 4, how, wait, Some("nodea:2,nodeb:2"), &[]);
         }
     }
+    ulfm_job(exe, 4, "node", "barrier", Some("nodea:1,nodeb:1,nodec:2"), &[]);
 }
