@@ -17,14 +17,19 @@
 //!   pass decides to drop the owner: the barrier is never missed; and, the
 //!   barrier released, a poller claiming it while the adopter takes it or
 //!   finds the lane empty and lowers `queued` again: "idle" is heard only
-//!   once the barrier is claimed.
+//!   once the barrier is claimed;
+//! - Open MPI revokes the communicator (fault tolerance) while a poller
+//!   and the issuer poll a barrier that its last arrival may release
+//!   meanwhile: it ends exactly once, with success only if released.
 //!
 //! The checks can fail: `a_stale_word_swapped_blindly_is_caught` runs the
 //! second model with a claim that swaps instead of comparing, and loom
 //! finds barrier 2 claimed before its release; `a_disarm_without_its_second_look_is_caught`
 //! drops the owner without looking again, and loom finds the barrier lost;
 //! the `*_adopted_the_wrong_way_round_is_caught` tests empty the lane
-//! before raising `queued`, and loom finds the barrier missed.
+//! before raising `queued`, and loom finds the barrier missed;
+//! `a_release_test_blind_to_the_revocation_is_caught` ignores the failure
+//! word, and loom finds the barrier never ended.
 //!
 //! Run: RUSTFLAGS="--cfg loom" cargo test --release --test loom_express
 #![cfg(loom)]
@@ -360,4 +365,76 @@ fn a_claim_racing_an_adoption_and_its_restore() {
         assert!(claimed != adopted, "claimed or adopted, exactly once");
         assert!(!(idle && adopted), "idle while the barrier waits in the queue");
     });
+}
+
+/// Open MPI revokes the communicator (the module hook, `Comm::revoked`:
+/// it marks the device's failure word, from whichever thread turns
+/// progress) while a poller and the issuer poll a barrier in the lane that
+/// its last arrival may or may not release meanwhile. The release test
+/// reads the failure word as `device::tested` does (`heeds`): a barrier
+/// not done on a marked device ends with the error.
+fn revocation_model(heeds: bool) {
+    check(move || {
+        let lane: Arc<Express<Ticket, usize>> = Arc::default();
+        let released = Arc::new(AtomicBool::new(false));
+        let revoked = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(AtomicUsize::new(0));
+        lane.publish(1, TICKET);
+        let poll = {
+            let (lane, released, revoked, ended) = (lane.clone(), released.clone(), revoked.clone(), ended.clone());
+            move || {
+                let was_released = || released.load(SeqCst);
+                let test = |_| match was_released() {
+                    true => Ok(true),
+                    false if heeds && revoked.load(SeqCst) => Err(75),
+                    false => Ok(false),
+                };
+                match lane.poll(test) {
+                    Polled::Claimed(1, outcome) => {
+                        assert!(outcome.is_err() || was_released(), "success without a release");
+                        ended.fetch_add(1, SeqCst);
+                    }
+                    Polled::Claimed(req, _) => panic!("claimed request {req}"),
+                    _ => {}
+                }
+            }
+        };
+        let poller = {
+            let poll = poll.clone();
+            thread::spawn(move || poll())
+        };
+        let last_arrival = {
+            let (released, revoked) = (released.clone(), revoked.clone());
+            // Not released at all when the revocation came first (a
+            // process died before it arrived).
+            thread::spawn(move || {
+                if !revoked.load(SeqCst) {
+                    released.store(true, SeqCst)
+                }
+            })
+        };
+        revoked.store(true, SeqCst);
+        poll();
+        poller.join().unwrap();
+        last_arrival.join().unwrap();
+        // Whoever did not end it, the next pass does: released or revoked.
+        poll();
+        assert_eq!(ended.load(SeqCst), 1, "the barrier must end exactly once");
+        assert!(lane.is_empty());
+    });
+}
+
+/// The barrier ends exactly once, with success only if it was released,
+/// and a pass after the revocation always ends it.
+#[test]
+fn a_revocation_racing_the_pollers_ends_the_barrier_once() {
+    revocation_model(true);
+}
+
+/// A release test that ignores the failure word leaves the barrier
+/// waiting for an arrival that never comes: loom finds it.
+#[test]
+#[should_panic(expected = "the barrier must end exactly once")]
+fn a_release_test_blind_to_the_revocation_is_caught() {
+    revocation_model(false);
 }
