@@ -59,7 +59,8 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     // deregisters the dead rank before its PMIx server has seen the rank's
     // connection drop, the server still counts the rank in the fence
     // (docs/testing.md). Open MPI's own switch leaves that fence out; the
-    // fault-tolerant part of finalize, which runs hwbarr, stays.
+    // fault-tolerant drain before it (a shrink of MPI_COMM_WORLD, which
+    // hwbarr is offered and releases, and a ring barrier) stays.
     all.push(("async_mpi_finalize", "1".into()));
     let mut c =
         mpirun_prefix(&launch.iter().map(String::as_str).collect::<Vec<_>>(), &pairs(&rte), &pairs(&all), LIMIT);
@@ -68,24 +69,41 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     let job = run(c, LIMIT);
     let _ = std::fs::remove_dir_all(&root);
     // The ranks that fail: one, or every rank on the last node.
+    let slots: Vec<usize> = hosts
+        .map(|h| {
+            h.split(',')
+                .map(|n| n.split_once(':').and_then(|(_, k)| k.parse().ok()).expect("hosts 'name:ranks,...'"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(hosts.is_none() || slots.iter().sum::<usize>() == np, "{what}: the hosts' slots must hold the {np} ranks");
     let lost = match how {
         "kill" => 1,
-        "node" => hosts
-            .and_then(|h| h.rsplit(',').next()?.split_once(':')?.1.parse().ok())
-            .expect("a lost node needs hosts 'name:ranks,...'"),
+        "node" => *slots.last().expect("a lost node needs hosts"),
         _ => 0,
     };
-    let survivors = np - lost;
+    let survivors = np.checked_sub(lost).expect("more ranks lost than launched");
     let ok = format!("ulfm {how} {wait} OK");
     let finished = job.stdout().matches(&ok).count();
     assert!(job.ok() && !job.timed_out(), "{what}: {}", job.dump());
     assert_eq!(finished, survivors, "{what}: {}", job.dump());
     let err = job.stderr();
-    let served_lines = err.lines().filter(|l| l.contains(&format!(": served {} barriers with ", 3 * rounds))).count();
+    let served: Vec<&str> =
+        err.lines().filter(|l| l.contains(&format!(": served {} barriers with ", 3 * rounds))).collect();
     // Each survivor on the duplicate, and on the shrunk communicator
     // unless it has one rank (hwbarr declines those).
     let shrunk = if survivors > 1 { survivors } else { 0 };
-    assert_eq!(served_lines, survivors + shrunk, "{what}: {}", job.dump());
+    assert_eq!(served.len(), survivors + shrunk, "{what}: {}", job.dump());
+    // Across nodes, the hierarchical barrier served: on the duplicate (a
+    // leader's line names the barrier between nodes) and, where a lost
+    // node leaves survivors alone on theirs (1+1+2), on every communicator.
+    let between = served.iter().filter(|l| l.contains(" between nodes")).count();
+    let survivors_alone = how == "node" && slots.len() > 2 && slots[..slots.len() - 1].iter().all(|&k| k == 1);
+    if survivors_alone {
+        assert_eq!(between, served.len(), "{what}: {}", job.dump());
+    } else if hosts.is_some() {
+        assert!(between > 0, "{what}: no barrier between nodes: {}", job.dump());
+    }
     let told: BTreeSet<&str> = err
         .lines()
         .filter(|l| l.contains("collectives revoked by Open MPI") && l.contains("DUP FROM 0"))

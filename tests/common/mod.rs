@@ -319,6 +319,27 @@ pub fn transport_dir_param() -> &'static str {
     }
 }
 
+/// Names in /dev/shm now and not in `before` that a job of this suite may
+/// leave: Open MPI's shared-memory transport files (4.1's vader, 5.0's
+/// sm) and anything named for hwbarr. Other jobs' files are not compared:
+/// other jobs may share the machine.
+pub fn new_job_files_in_shm(before: &[String]) -> Vec<String> {
+    shm_names()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .filter(|n| n.starts_with("vader_segment") || n.starts_with("sm_segment") || n.contains("hwbarr"))
+        .collect()
+}
+
+/// Open MPI's shared-memory transport files in `dir`.
+pub fn transport_files_in(dir: &Path) -> usize {
+    files_under(dir)
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+        .filter(|n| n.starts_with("vader_segment") || n.starts_with("sm_segment"))
+        .count()
+}
+
 pub fn shm_names() -> Vec<String> {
     let mut v: Vec<_> = std::fs::read_dir("/dev/shm")
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
