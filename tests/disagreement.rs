@@ -216,22 +216,15 @@ fn a_first_barrier_that_cannot_meet_says_whom_it_waits_for() {
         vec![format!("OMPI_MCA_coll_hwbarr_priority={prio}"), "HWBARR_FIRST=blocking".into(), "HWBARR_BOARD".into()]
     };
     let contexts = vec![(1, ctx("0")), (1, ctx("40")), (1, ctx("40"))];
-    // `timeout` stops this job: its transport's files go in the scratch
-    // directory, not in /dev/shm, where no launcher would remove them.
+    // `timeout` stops this job, and 4.1's mpirun, stopped, at times leaves
+    // its transport's files behind: they go in the scratch directory, not
+    // in /dev/shm.
     let scratch = b.parent().unwrap();
     let mca = [("coll_hwbarr_stall_notice", "1"), (transport_dir_param(), scratch.to_str().unwrap())];
     let before = shm_names();
     let job = mpmd(&contexts, &[], &[], &mca, &[("HWBARR_BOARD", b.to_str().unwrap())], &["first", "10"], 10);
-    let moved = transport_files_in(scratch);
     let _ = std::fs::remove_dir_all(scratch);
     assert_eq!(new_job_files_in_shm(&before), Vec::<String>::new(), "left in /dev/shm\n{}", job.dump());
-    // 4.1's mpirun leaves them when `timeout` stops it (5.0's removes them):
-    // there they must have gone to the scratch directory.
-    assert!(
-        ompi_major() >= 5 || moved > 0,
-        "the transport's files did not go to the scratch directory\n{}",
-        job.dump()
-    );
     assert!(job.timed_out(), "the job must hang (else this case is fixed: update the README)\n{}", job.dump());
     let err = job.stderr();
     let tail = "has waited 1 s in the communicator's first barrier for rank 0 to take part in hwbarr's setup exchange";

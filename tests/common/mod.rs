@@ -331,15 +331,6 @@ pub fn new_job_files_in_shm(before: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Open MPI's shared-memory transport files in `dir`.
-pub fn transport_files_in(dir: &Path) -> usize {
-    files_under(dir)
-        .iter()
-        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
-        .filter(|n| n.starts_with("vader_segment") || n.starts_with("sm_segment"))
-        .count()
-}
-
 pub fn shm_names() -> Vec<String> {
     let mut v: Vec<_> = std::fs::read_dir("/dev/shm")
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
