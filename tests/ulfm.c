@@ -108,10 +108,12 @@ int main(int argc, char **argv)
         fail("MPI_Allgather of the host names", rc);
     }
     const char *last_host = hosts + (size_t)(size - 1) * MPI_MAX_PROCESSOR_NAME;
+    int actor = !kill_me && rank == 0;
     for (int r = 0; r < size; r++) {
-        victims += kill_me && (r == size - 1 || (node && 0 == strcmp(hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME, last_host)));
+        int victim = kill_me && (r == size - 1 || (node && 0 == strcmp(hosts + (size_t)r * MPI_MAX_PROCESSOR_NAME, last_host)));
+        victims += victim;
+        actor |= victim && r == rank;
     }
-    int actor = kill_me ? rank == size - 1 || (node && 0 == strcmp(host, last_host)) : rank == 0;
     if (node && victims == size) {
         printf("rank %d: FAILED: a lost node needs another node that survives it (all %d ranks on %s)\n", rank,
                size, host);

@@ -69,13 +69,7 @@ fn ulfm_job(exe: &Path, np: usize, how: &str, wait: &str, hosts: Option<&str>, m
     let job = run(c, LIMIT);
     let _ = std::fs::remove_dir_all(&root);
     // The ranks that fail: one, or every rank on the last node.
-    let slots: Vec<usize> = hosts
-        .map(|h| {
-            h.split(',')
-                .map(|n| n.split_once(':').and_then(|(_, k)| k.parse().ok()).expect("hosts 'name:ranks,...'"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let slots = hosts.map(host_slots).unwrap_or_default();
     assert!(hosts.is_none() || slots.iter().sum::<usize>() == np, "{what}: the hosts' slots must hold the {np} ranks");
     let lost = match how {
         "kill" => 1,

@@ -408,10 +408,18 @@ pub fn fake_nodes(hosts: &str, mca: &[(&str, &str)], env: &[(&str, &str)], args:
     fake_nodes_job(hosts, &["-x", "HWBARR_BOARD"], mca, env, args)
 }
 
+/// The ranks each host of a `--host` list (`name:ranks,...`) holds.
+pub fn host_slots(hosts: &str) -> Vec<usize> {
+    hosts
+        .split(',')
+        .map(|h| h.rsplit_once(':').and_then(|(_, k)| k.parse().ok()).expect("hosts 'name:ranks,...'"))
+        .collect()
+}
+
 /// `fake_nodes` with extra launcher options (`launch`).
 pub fn fake_nodes_job(hosts: &str, launch: &[&str], mca: &[(&str, &str)], env: &[(&str, &str)], args: &[&str]) -> Job {
     let root = scratch("fakenodes");
-    let np: usize = hosts.split(',').map(|h| h.rsplit(':').next().unwrap().parse::<usize>().unwrap()).sum();
+    let np: usize = host_slots(hosts).iter().sum();
     let (rte_owned, mca_owned) = fake_node_setup();
     let mut all = pairs(&mca_owned);
     all.extend_from_slice(mca);
