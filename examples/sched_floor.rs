@@ -143,6 +143,8 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec
             Core::Counter => counter::is_released(cells, r),
             Core::Line => line::is_released(&wires[..n], c),
         };
+        // This child's own line count (`line::arrive`).
+        let mine = AtomicU8::new(0);
         let mut t0 = Instant::now();
         for i in 0..warm + iters {
             if i == warm {
@@ -154,7 +156,7 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec
                     counter::arrive(cells, r);
                     line::Count(0)
                 }
-                Core::Line => line::arrive(&wires[..n], r),
+                Core::Line => line::arrive(&wires[..n], r, &mine),
             };
             while !released(c) {
                 if n > cores {

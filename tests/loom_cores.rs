@@ -151,9 +151,10 @@ fn line_model(n: usize, rounds: usize, released: fn(&[AtomicU8], line::Count) ->
     model(move |violated| {
         let wires: Arc<Vec<AtomicU8>> = Arc::new((0..n).map(|_| AtomicU8::new(0)).collect());
         let entered = Arc::new(Entered::new(n, violated));
+        let mine: Arc<Vec<AtomicU8>> = Arc::new((0..n).map(|_| AtomicU8::new(0)).collect());
         run_ranks(n, rounds, move |r, k| {
             entered.enter(r);
-            let c = line::arrive(&wires, r);
+            let c = line::arrive(&wires, r, &mine[r]);
             while !released(&wires, c) {
                 relax();
             }

@@ -195,7 +195,7 @@ fn line_model(both_sleep: bool, sleep: fn(&LineWires, usize, line::Count), wake:
 }
 
 fn line_rank(l: &LineWires, me: usize, sleep: fn(&LineWires, usize, line::Count), wake: fn(&LineWires)) {
-    let c = line::arrive(&l.wires, me);
+    let c = line::arrive(&l.wires, me, &AtomicU8::new(0));
     loop {
         if line::is_released(&l.wires, c) {
             wake(l);

@@ -92,6 +92,8 @@ struct Machine {
     banks: Vec<Line<AtomicU64>>,
     input: AtomicU32,
     line: Vec<AtomicU8>,
+    /// Each rank's own line count (process memory, `line::arrive`'s `mine`).
+    line_mine: Vec<AtomicU8>,
     tree: polled::Tree,
     own: Vec<Line<AtomicU32>>,
     arrived: Vec<Line<AtomicU32>>,
@@ -108,6 +110,7 @@ impl Machine {
             banks: (0..shape.banks()).map(|_| Line(AtomicU64::new(0))).collect(),
             input: AtomicU32::new(0),
             line: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            line_mine: (0..n).map(|_| AtomicU8::new(0)).collect(),
             tree: polled::Tree::with_width(n, width.min(n.max(2))),
             own: (0..n).map(|_| Line(AtomicU32::new(0))).collect(),
             arrived: (0..n).map(|_| Line(AtomicU32::new(0))).collect(),
@@ -120,6 +123,7 @@ impl Machine {
         v.extend(self.banks.iter().map(|b| b.load(SeqCst) as i64));
         v.push(self.input.load(SeqCst) as i64);
         v.extend(self.line.iter().map(|w| w.load(SeqCst) as i64));
+        v.extend(self.line_mine.iter().map(|w| w.load(SeqCst) as i64));
         v.extend(self.own.iter().map(|w| w.load(SeqCst) as i64));
         v.extend(self.arrived.iter().map(|w| w.load(SeqCst) as i64));
         v
@@ -130,7 +134,9 @@ impl Machine {
         let (b, rest) = rest.split_at(self.banks.len());
         let (i, rest) = rest.split_at(1);
         let (l, rest) = rest.split_at(self.n);
+        let (m, rest) = rest.split_at(self.n);
         let (o, e) = rest.split_at(self.n);
+        self.line_mine.iter().zip(m).for_each(|(a, &v)| a.store(v as u8, SeqCst));
         self.own.iter().zip(o).for_each(|(a, &v)| a.store(v as u32, SeqCst));
         self.arrived.iter().zip(e).for_each(|(a, &v)| a.store(v as u32, SeqCst));
         self.cells.iter().zip(c).for_each(|(a, &v)| a.store(v as i32, SeqCst));
@@ -227,7 +233,7 @@ impl Machine {
                 Some((t, _)) => Pc::Wait(Some(t)),
                 None => Pc::Toggle(a),
             },
-            Pc::LineArrive => Pc::LineWait(line::arrive(&self.line, r)),
+            Pc::LineArrive => Pc::LineWait(line::arrive(&self.line, r, &self.line_mine[r])),
             Pc::PolledArrive => Pc::PolledWait(polled::arrive(&self.tree, &self.polled_wires(), r).0),
             Pc::PolledRaise(t) => {
                 let leader = next.plans[r].remove(0);

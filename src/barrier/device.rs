@@ -85,7 +85,7 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
             }
             Ticket::Toggle(target)
         }
-        Core::Line => Ticket::Line(line::arrive(seg.line_wires(), me)),
+        Core::Line => Ticket::Line(line::arrive(seg.line_wires(), me, seg.line_mine())),
         Core::Polled => {
             let (target, p) = polled::arrive(seg.tree(), &seg.polled_wires(), me);
             woken(seg, p);

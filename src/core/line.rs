@@ -44,14 +44,21 @@ pub struct Count(pub u8);
 /// Enters a barrier as `rank` on `wires` (one byte per rank): advance our
 /// count. Returns the count every wire must reach.
 ///
+/// `mine` holds our count in this process's own memory (it starts at 0,
+/// as the wires do), so that an arrival only stores to the shared line.
+/// Read back from the wire, our count would cost a fetch of the line
+/// whenever a peer wrote it since we last looked, which at 2 ranks is the
+/// usual case: the rank that sees the release first is back with its next
+/// arrival before the other one's (docs/benchmarks.md, 2026-11-26).
+///
 /// The caller must not enter again before the previous barrier released it.
-pub fn arrive(wires: &[AtomicU8], rank: usize) -> Count {
-    let own = &wires[rank];
+pub fn arrive(wires: &[AtomicU8], rank: usize, mine: &AtomicU8) -> Count {
     // Only we write our wire, and we are awake: no mark to keep.
-    let next = (own.load(Ordering::Relaxed).wrapping_add(1)) & COUNT;
+    let next = (mine.load(Ordering::Relaxed).wrapping_add(1)) & COUNT;
+    mine.store(next, Ordering::Relaxed);
     // Release: what we did before the barrier is seen by whoever sees us
     // arrive.
-    own.store(next, Ordering::Release);
+    wires[rank].store(next, Ordering::Release);
     Count(next)
 }
 
@@ -89,16 +96,21 @@ mod tests {
         (0..n).map(|_| AtomicU8::new(0)).collect()
     }
 
+    /// Each rank's own count (`arrive`'s `mine`).
+    fn mine(n: usize) -> Vec<AtomicU8> {
+        wires(n)
+    }
+
     /// One thread playing all ranks in turn: released only once the last
     /// has arrived, barrier after barrier, across the count's wrap.
     #[test]
     fn released_only_after_all_arrived() {
         for (n, rounds) in [(1, 300), (2, 300), (3, 300), (64, 3), (65, 3), (200, 2)] {
-            let w = wires(n);
+            let (w, m) = (wires(n), mine(n));
             for round in 0..rounds {
                 let mut counts = Vec::new();
-                for r in 0..n {
-                    counts.push(arrive(&w, r));
+                for (r, mine) in m.iter().enumerate() {
+                    counts.push(arrive(&w, r, mine));
                     for c in &counts {
                         assert_eq!(is_released(&w, *c), r == n - 1, "n={n} r={r} round={round}");
                     }
@@ -112,18 +124,19 @@ mod tests {
     /// barrier behind does not; the sleep mark does not change either.
     #[test]
     fn a_peer_ahead_counts_a_peer_behind_does_not() {
-        let w = wires(2);
-        let c0 = arrive(&w, 0);
-        arrive(&w, 1);
+        let (w, m) = (wires(2), mine(2));
+        let c0 = arrive(&w, 0, &m[0]);
+        arrive(&w, 1, &m[1]);
         assert!(is_released(&w, c0));
-        let c1 = arrive(&w, 1); // rank 1 races into the next barrier
+        let c1 = arrive(&w, 1, &m[1]); // rank 1 races into the next barrier
         assert!(is_released(&w, c0), "rank 0 must still leave");
         assert!(!is_released(&w, c1), "rank 1 must wait for rank 0");
         w[1].fetch_or(ASLEEP, Ordering::SeqCst);
         assert!(sleepers(&w) && !is_released(&w, c1));
         w[0].store(127, Ordering::SeqCst); // counts wrap: 127 + 1 = 0
+        m[0].store(127, Ordering::SeqCst);
         w[1].store(127 | ASLEEP, Ordering::SeqCst);
-        let a = arrive(&w, 0);
+        let a = arrive(&w, 0, &m[0]);
         assert_eq!(a, Count(0));
         assert!(!is_released(&w, a));
         w[1].store(0, Ordering::SeqCst);
@@ -140,9 +153,10 @@ mod tests {
                     let sh = shared.clone();
                     std::thread::spawn(move || {
                         let (w, entered) = &*sh;
+                        let mine = AtomicU8::new(0);
                         for k in 1..=3000 {
                             entered.fetch_add(1, Ordering::SeqCst);
-                            let c = arrive(w, r);
+                            let c = arrive(w, r, &mine);
                             while !is_released(w, c) {
                                 std::thread::yield_now();
                             }

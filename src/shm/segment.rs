@@ -118,6 +118,9 @@ pub struct Segment {
     /// When this process helps the leaders of a polled barrier in flight
     /// (`barrier::device::tested`).
     help: HelpPace,
+    /// This rank's count on the line barrier's wire, in process memory
+    /// (`core::line::arrive`).
+    line_mine: AtomicU8,
 }
 
 // SAFETY: the mapping is plain shared memory accessed only through atomics;
@@ -139,6 +142,11 @@ fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
 }
 
 impl Segment {
+    /// A segment mapped at `base`, before its device is sealed.
+    fn mapped(base: NonNull<u8>, layout: Layout, fd: Option<OwnedFd>) -> Segment {
+        Segment { base, layout, fd, shape: None, help: HelpPace::new(), line_mine: AtomicU8::new(0) }
+    }
+
     /// Creates a zeroed segment for `ranks` ranks, stamped with `token`.
     pub fn create(ranks: usize, token: u64) -> io::Result<Segment> {
         let layout = Layout::new(ranks);
@@ -155,7 +163,7 @@ impl Segment {
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: Some(file.into()), shape: None, help: HelpPace::new() };
+        let seg = Segment::mapped(base, layout, Some(file.into()));
         // SAFETY: the header lies inside the fresh mapping, which no other
         // process knows yet, and is suitably aligned (page start).
         unsafe {
@@ -188,7 +196,7 @@ impl Segment {
             return Err(bad("segment has an unexpected size"));
         }
         let base = map(&file, layout.len)?;
-        let seg = Segment { base, layout, fd: None, shape: None, help: HelpPace::new() };
+        let seg = Segment::mapped(base, layout, None);
         // SAFETY: the header lies at the start of the mapping just made.
         let h = unsafe { base.cast::<Header>().as_ptr().read() };
         if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
@@ -336,6 +344,11 @@ impl Segment {
         // SAFETY: as in `wires`: inside the mapping, bytes need no
         // alignment, zero-initialised.
         unsafe { self.slice::<AtomicU8>(l.line_at, l.ranks) }
+    }
+
+    /// This rank's own count on the line barrier (`core::line::arrive`).
+    pub fn line_mine(&self) -> &AtomicU8 {
+        &self.line_mine
     }
 
     /// The word the line barrier's sleepers sleep on and wakers ring.
