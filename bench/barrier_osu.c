@@ -240,10 +240,13 @@ static void persistent(int rank, int size, long iters, long warmup) {
 }
 
 /* The floor's barrier on `wires` (one byte per rank, one cache line):
- * bump our byte (7-bit count), then poll until every byte is at our count
- * or one past it (a peer already in the next barrier). */
+ * bump our byte (7-bit count, kept in this process's memory so that an
+ * arrival only stores, as hwbarr's line barrier does), then poll until
+ * every byte is at our count or one past it (a peer already in the next
+ * barrier). One line per process: `mine` is its count. */
+static unsigned char mine;
 static void line_barrier(volatile unsigned char *wires, int rank, int size) {
-    unsigned char c = (unsigned char)((__atomic_load_n(&wires[rank], __ATOMIC_RELAXED) + 1) & 0x7f);
+    unsigned char c = mine = (unsigned char)((mine + 1) & 0x7f);
     __atomic_store_n(&wires[rank], c, __ATOMIC_RELEASE);
     for (;;) {
         int all = 1;
