@@ -46,10 +46,10 @@ pub struct Count(pub u8);
 ///
 /// `mine` holds our count in this process's own memory (it starts at 0,
 /// as the wires do), so that an arrival only stores to the shared line.
-/// Read back from the wire, our count would cost a fetch of the line
-/// whenever a peer wrote it since we last looked, which at 2 ranks is the
-/// usual case: the rank that sees the release first is back with its next
-/// arrival before the other one's (docs/benchmarks.md, 2026-11-26).
+/// Read back from the wire, our count costs a fetch of the line whenever a
+/// peer wrote it since we last looked, as happens at 2 ranks when the rank
+/// that saw the release first is back with its next arrival before us
+/// (docs/benchmarks.md, 2026-11-26).
 ///
 /// The caller must not enter again before the previous barrier released it.
 pub fn arrive(wires: &[AtomicU8], rank: usize, mine: &AtomicU8) -> Count {
