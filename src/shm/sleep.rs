@@ -119,3 +119,62 @@ pub fn line_wake(f: &impl Futex, wires: &[AtomicU8], doorbell: &AtomicU32) {
         f.wake_all(doorbell);
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::shm::futex::Kernel;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Threads as ranks on the line barrier, more of them than this
+    /// machine's cores, each sleeping on the doorbell after a few looks:
+    /// over many barriers (the 7-bit counts wrap) no thread leaves before
+    /// every thread entered, with each thread's own count (`line::arrive`)
+    /// and its sleep marks on the same wire.
+    #[test]
+    fn line_sleepers_over_many_barriers_never_leave_early() {
+        const ROUNDS: usize = 600;
+        // A long timeout: a lost wake-up shows as a slow test, not as a pass.
+        let f = Kernel { timeout: Duration::from_millis(50) };
+        for n in [2, 3, 5] {
+            let shared = Arc::new((
+                (0..n).map(|_| AtomicU8::new(0)).collect::<Vec<_>>(),
+                AtomicU32::new(0),
+                AtomicUsize::new(0),
+            ));
+            let started = std::time::Instant::now();
+            let hs: Vec<_> = (0..n)
+                .map(|r| {
+                    let sh = shared.clone();
+                    std::thread::spawn(move || {
+                        let (wires, doorbell, entered) = &*sh;
+                        let mine = AtomicU8::new(0);
+                        for k in 1..=ROUNDS {
+                            entered.fetch_add(1, SeqCst);
+                            let c = line::arrive(wires, r, &mine);
+                            let mut looks = 0;
+                            while !line::is_released(wires, c) {
+                                looks += 1;
+                                if looks > 3 {
+                                    line_sleep(&f, wires, r, c, doorbell);
+                                } else {
+                                    std::thread::yield_now();
+                                }
+                            }
+                            line_wake(&f, wires, doorbell);
+                            assert!(entered.load(SeqCst) >= k * n, "rank {r} left barrier {k} early");
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            // 600 barriers take well under a second when every sleeper is
+            // woken; each lost wake-up costs the 50 ms timeout.
+            assert!(started.elapsed() < Duration::from_secs(20), "n={n}: sleepers waited out their timeouts");
+        }
+    }
+}
