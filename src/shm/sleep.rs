@@ -128,8 +128,8 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    /// Threads as ranks on the line barrier, more of them than this
-    /// machine's cores, each sleeping on the doorbell after a few looks:
+    /// Threads as ranks on the line barrier (2, 3 and 5 of them), each
+    /// sleeping on the doorbell after a few looks:
     /// over many barriers (the 7-bit counts wrap) no thread leaves before
     /// every thread entered, with each thread's own count (`line::arrive`)
     /// and its sleep marks on the same wire.
