@@ -5,13 +5,13 @@
 //! point-to-point transport, so that unit tests run it in memory.
 
 use std::ffi::c_int;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicI32, AtomicU64};
-use std::sync::OnceLock;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::barrier::inter::InterAlgorithm;
-use crate::exchange::lookout::Stall;
+use crate::exchange::lookout::{Lookout, Stall};
 use crate::exchange::words::Settings;
 use crate::exchange::Agreed;
 use crate::layout::{Layout, NO_LEADER};
@@ -165,6 +165,12 @@ pub struct Comm<P: P2p> {
     /// After one, ranks may be out of step (requests left posted), so every
     /// later barrier fails with it instead of mismatching messages.
     broken: AtomicI32,
+    /// Our first barrier here is over: a failure notice of ours is for a
+    /// later barrier (`p2p::FAILED_LATER`).
+    first_over: AtomicBool,
+    /// The first exchange's lookout took a peer's notice for a later
+    /// barrier: the communicator fails once our first barrier is over.
+    later_notice: Arc<AtomicBool>,
     served: AtomicU64,
     served_async: AtomicU64,
 }
@@ -184,6 +190,8 @@ impl<P: P2p> Comm<P> {
             seg: OnceLock::new(),
             route: OnceLock::new(),
             broken: AtomicI32::new(0),
+            first_over: AtomicBool::new(false),
+            later_notice: Arc::default(),
             served: AtomicU64::new(0),
             served_async: AtomicU64::new(0),
         }
@@ -299,6 +307,23 @@ impl<P: P2p> Comm<P> {
         Some(Stall { after, rank: self.rank, cid: self.cid })
     }
 
+    /// The lookout of a first exchange on this communicator, started by a
+    /// call that took `tag` (`exchange::lookout`).
+    pub fn lookout(&self, tag: Option<c_int>) -> Lookout {
+        Lookout::new(tag, self.stall()).telling(self.later_notice.clone())
+    }
+
+    /// Our first barrier here is over (its exchanges' outcome adopted).
+    /// If its lookout took a peer's notice for a later barrier, the
+    /// communicator fails now, so that our next barrier ends with the
+    /// error that notice would have brought it.
+    pub fn first_barrier_over(&self) {
+        self.first_over.store(true, Release);
+        if self.later_notice.load(Relaxed) {
+            self.fail(ERROR);
+        }
+    }
+
     /// The error that broke this communicator's barriers, if any.
     pub fn broken(&self) -> Option<c_int> {
         Some(self.broken.load(Relaxed)).filter(|&rc| rc != 0)
@@ -330,8 +355,9 @@ impl<P: P2p> Comm<P> {
         // we cannot tell which.
         let everyone = || (0..self.size).filter(|&q| q != self.rank).collect();
         let peers = report::contain(|| self.describe("the failure notices"), || self.waiting_on_us()).unwrap_or_else(everyone);
+        let notice = if self.first_over.load(Acquire) { p2p::FAILED_LATER } else { p2p::FAILED };
         for q in peers {
-            report::contain(|| self.describe(&format!("a failure notice to rank {q}")), || p2p::send_notice(&self.p2p, q));
+            report::contain(|| self.describe(&format!("a failure notice to rank {q}")), || p2p::send_notice(&self.p2p, q, notice));
         }
     }
 

@@ -96,6 +96,7 @@ impl<P: P2p> HierOp<P> {
                                 if device {
                                     st.adopt_node_device(None);
                                 }
+                                st.first_barrier_over();
                                 return Ok(true);
                             }
                             Some(b) => Stage::Boot(Box::new(b)),
@@ -110,6 +111,7 @@ impl<P: P2p> HierOp<P> {
                             (None, Some(why)) => Err(why),
                             (None, None) => Err("agreed on linear".into()),
                         }));
+                        st.first_barrier_over();
                         return Ok(true);
                     }
                 },

@@ -11,7 +11,6 @@ use std::ffi::c_int;
 
 use crate::comm::{Comm, Route};
 use crate::exchange::device::DeviceExchange;
-use crate::exchange::lookout::Lookout;
 use crate::p2p::P2p;
 
 pub mod device;
@@ -57,8 +56,8 @@ impl<P: P2p> Op<P> {
 
     fn enter(c: &Comm<P>, tag: Option<c_int>) -> Result<Op<P>, c_int> {
         Ok(match c.route() {
-            None if c.is_multi_node() => Op::Hier(Box::new(hier::HierOp::first(c, Lookout::new(tag, c.stall()))?)),
-            None => Op::First(Box::new(device::first(c, Lookout::new(tag, c.stall()))?)),
+            None if c.is_multi_node() => Op::Hier(Box::new(hier::HierOp::first(c, c.lookout(tag))?)),
+            None => Op::First(Box::new(device::first(c, c.lookout(tag))?)),
             Some(Route::Device(core)) => Op::Device(device::arrive(c, core)),
             Some(Route::Hier(core)) => Op::Hier(Box::new(hier::HierOp::start(c, core)?)),
             Some(Route::Linear { .. }) => {
@@ -80,6 +79,7 @@ impl<P: P2p> Op<P> {
                 None => Ok(false),
                 Some((agreed, seg)) => {
                     c.adopt_device(agreed, seg);
+                    c.first_barrier_over();
                     Ok(true)
                 }
             },

@@ -163,6 +163,46 @@ fn uneven_nodes_and_leaders_only() {
     every_operation_fails_in_turn(&["a", "b", "c"], Algorithm::Linear, InterAlgorithm::Dissemination);
 }
 
+/// The race behind the uneven case above, forced: rank 1's first barrier
+/// is over (rank 0 answered it first) and it fails its next one, telling
+/// rank 2 before rank 0's last message of the exchange reaches rank 2.
+/// Rank 2's first barrier must still complete, and its next one fail: the
+/// failure belongs to barrier 2, and every rank entered barrier 1.
+#[test]
+fn a_notice_for_the_next_barrier_during_the_first_exchange() {
+    for hosts in [&["a", "b", "c"], &["a", "a", "a"]] {
+        let net = mem::network(hosts);
+        let multi = hosts[1] != hosts[0];
+        let comms: Vec<Comm<Mem>> = net
+            .iter()
+            .enumerate()
+            .map(|(r, ep)| Comm::new(ep.clone(), r as c_int, 3, 7, multi, Options::for_tests(Algorithm::Counter, None)))
+            .collect();
+        // Ranks 1 and 2 enter; rank 0 has not answered yet.
+        let mut ops: Vec<Option<Op<Mem>>> = vec![None, Some(Op::start(&comms[1], None).unwrap()), Some(Op::start(&comms[2], None).unwrap())];
+        net[1].send(&[crate::p2p::FAILED_LATER], 2).unwrap();
+        for _ in 0..64 {
+            let polled = ops[2].as_mut().unwrap().poll(&comms[2]);
+            assert_eq!(polled, Ok(false), "{hosts:?}: rank 2 in its first exchange");
+        }
+        ops[0] = Some(Op::start(&comms[0], None).unwrap());
+        let mut done = [false; 3];
+        for _ in 0..100_000 {
+            for r in 0..3 {
+                if !done[r] {
+                    done[r] = ops[r].as_mut().unwrap().poll(&comms[r]).unwrap_or_else(|rc| panic!("{hosts:?}: rank {r}: {rc}"));
+                }
+            }
+            if done == [true; 3] {
+                break;
+            }
+        }
+        assert_eq!(done, [true; 3], "{hosts:?}: the first barrier completes");
+        assert!(comms[2].broken().is_some(), "{hosts:?}: rank 2 failed once its first barrier was over");
+        assert!(barrier(&comms[2], 2).is_err(), "{hosts:?}: rank 2's next barrier fails");
+    }
+}
+
 /// Six leaders under dissemination: each knows only its partners (not the
 /// leader 3 nodes away), so a failure reaches the others through them.
 #[test]

@@ -15,7 +15,12 @@
 //!   size on hwbarr's tag) waiting unreceived: a rank failed, for instance
 //!   because it saw such a peer, and told us before we expected anything
 //!   from it. Notices reach only the receives that expect them otherwise.
-//!
+//!   A notice from a rank whose first barrier was over (`FAILED_LATER`) is
+//!   for a later barrier: this exchange's last messages are on their way
+//!   (rank 0 sent them before any rank could leave), so the lookout takes
+//!   it, the exchange completes, and the communicator fails when its first
+//!   barrier is over (`Comm::first_barrier_over`), as the receive that
+//!   would have taken the notice in the next barrier would have made it.
 //!
 //! What it cannot see (a peer of another barrier that never sends to a
 //! hwbarr rank, as tuned's barrier on 3 ranks with rank 0 outside hwbarr)
@@ -26,11 +31,12 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::exchange::words;
 use crate::ompi::report::{self, Topic};
-use crate::p2p::{Flight, P2p, ERROR, FAILED};
+use crate::p2p::{Flight, P2p, ERROR, FAILED, FAILED_LATER};
 
 /// Polls between two looks.
 const EVERY: u32 = 16;
@@ -59,6 +65,8 @@ pub struct Lookout {
     /// None: never say that the exchange waits long.
     stall: Option<Stall>,
     since: Instant,
+    /// Set once it took a notice for a later barrier (`FAILED_LATER`).
+    later: Arc<AtomicBool>,
 }
 
 impl Lookout {
@@ -66,7 +74,13 @@ impl Lookout {
     /// non-blocking collective tag (`engine`); `stall`: when to say that
     /// it waits long.
     pub fn new(foreign: Option<c_int>, stall: Option<Stall>) -> Lookout {
-        Lookout { foreign, polls: 0, stall, since: Instant::now() }
+        Lookout { foreign, polls: 0, stall, since: Instant::now(), later: Arc::default() }
+    }
+
+    /// The same, setting `later` when it takes a notice for a later barrier
+    /// (the communicator's: `Comm::lookout`).
+    pub fn telling(self, later: Arc<AtomicBool>) -> Lookout {
+        Lookout { later, ..self }
     }
 
     /// The line that says whom the exchange in `flight` still waits for,
@@ -113,12 +127,25 @@ impl Lookout {
             // A notice, unless our last receives matched meanwhile (the
             // probe turns progress): then it is for a later barrier, which
             // a peer that already left this one failed in.
-            Some((_, bytes)) if bytes == std::mem::size_of_val(&FAILED) => match flight.done()? {
+            Some((src, bytes)) if bytes == std::mem::size_of_val(&FAILED) => match flight.done()? {
                 true => Ok(()),
-                false => Err(ERROR),
+                false => self.take_notice(flight.p2p(), src),
             },
             _ => Ok(()),
         }
+    }
+
+    /// Receives the notice from `src` that a probe found, which no receive
+    /// of ours names (it would have matched): an error, unless its sender's
+    /// first barrier was over (see the module's doc).
+    fn take_notice<P: P2p>(&mut self, p2p: &P, src: c_int) -> Result<(), c_int> {
+        let mut w = [0u64];
+        p2p.recv(&mut w, src)?;
+        if w[0] != FAILED_LATER {
+            return Err(ERROR);
+        }
+        self.later.store(true, Relaxed);
+        Ok(())
     }
 }
 
@@ -153,6 +180,30 @@ mod tests {
             let r = Lookout::new(None, None).check(&mut flight);
             assert_eq!(r.is_ok(), awaited_arrives, "awaited message arrived: {awaited_arrives}");
             assert_eq!(flight.done(), if awaited_arrives { Ok(true) } else { Ok(false) });
+        }
+    }
+
+    /// Rank 1 waits for rank 0's last message of this exchange; rank 2,
+    /// whose first barrier is over (rank 0 answered it first), fails its
+    /// next barrier and tells us before rank 0's message to us arrives.
+    /// The exchange goes on: the lookout takes the notice and says so; a
+    /// notice of a rank still in its first barrier fails the exchange.
+    #[test]
+    fn a_notice_of_a_rank_past_its_first_barrier_is_for_the_next_one() {
+        for (notice, fails) in [(FAILED_LATER, false), (FAILED, true)] {
+            let net = mem::network(&["a", "a", "a"]);
+            let mut flight = Flight::new(net[1].clone());
+            flight.recv(2, 0).unwrap();
+            net[2].send(&[notice], 1).unwrap();
+            let later = Arc::new(AtomicBool::new(false));
+            let mut lookout = Lookout::new(None, None).telling(later.clone());
+            assert_eq!(lookout.check(&mut flight).is_err(), fails, "notice {notice:#x}");
+            assert_eq!(net[1].probe(None), None, "the notice is taken");
+            assert_eq!(later.load(Relaxed), !fails);
+            if !fails {
+                net[0].send(&[1, 2], 1).unwrap();
+                assert_eq!(flight.done(), Ok(true), "the exchange completes");
+            }
         }
     }
 

@@ -9,7 +9,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
-use super::{P2p, ANY_SOURCE, FAILED};
+use super::{is_failure, P2p, ANY_SOURCE};
 
 /// An MPI error class for a message longer than its receive buffer.
 pub const ERR_TRUNCATE: c_int = -15;
@@ -155,7 +155,7 @@ impl P2p for Mem {
 
     fn isend(&self, data: Box<[u64]>, dst: c_int) -> Result<Op, c_int> {
         self.count_with(dst)?;
-        if *data == [FAILED] && self.fault.notice_panics.swap(false, SeqCst) {
+        if data.len() == 1 && is_failure(data[0]) && self.fault.notice_panics.swap(false, SeqCst) {
             panic!("rank {}: injected panic in a failure notice to rank {dst}", self.rank);
         }
         let mut net = self.net();

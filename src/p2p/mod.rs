@@ -44,8 +44,17 @@ pub fn is_process_failure(rc: c_int) -> bool {
 /// one a peer expects from it, once hwbarr's exchanges on a communicator
 /// failed there (`Comm::fail`). Its first word never begins a message of
 /// another kind: not a first-exchange greeting (`exchange::words`), and no
-/// node id or signal is this large. Every protocol version keeps it.
+/// node id or signal is this large. Every protocol version keeps it, and
+/// takes any word with its magic as a notice. This one: its sender's first
+/// barrier on the communicator was not over (and every notice of older
+/// versions).
 pub const FAILED: u64 = (FAILED_MAGIC << 32) | 1;
+/// A failure notice from a rank whose first barrier on the communicator
+/// was over: it is for a later barrier, so a rank still in its first
+/// exchange will get that exchange's last messages all the same (rank 0
+/// sent them before any rank could leave), and fails at its next barrier
+/// instead (`exchange::lookout`).
+pub const FAILED_LATER: u64 = (FAILED_MAGIC << 32) | 2;
 const FAILED_MAGIC: u64 = 0x4857_4641; // "HWFA"
 
 /// Whether a received message is a failure notice.
@@ -104,14 +113,16 @@ pub fn recv_signal(p2p: &impl P2p, src: c_int) -> Result<(), c_int> {
     Ok(())
 }
 
-/// Sends a failure notice to `peer`, without waiting: it may never receive
-/// it (it had nothing more to expect from us). One test right after the
-/// send frees its request when the transport completed it at once (a
-/// small message usually is); one still in flight is left to complete as
-/// progress turns, its request and buffer leaked (`pml::Op`). Best effort:
-/// an error is ignored, since the caller is already failing.
-pub fn send_notice<P: P2p>(p2p: &P, peer: c_int) {
-    if let Ok(mut op) = p2p.isend(Box::new([FAILED]), peer) {
+/// Sends a failure notice (`FAILED` or `FAILED_LATER`) to `peer`, without
+/// waiting: it may never receive it (it had nothing more to expect from
+/// us). One test right after the send frees its request when the transport
+/// completed it at once (a small message usually is); one still in flight
+/// is left to complete as progress turns, its request and buffer leaked
+/// (`pml::Op`). Best effort: an error is ignored, since the caller is
+/// already failing.
+pub fn send_notice<P: P2p>(p2p: &P, peer: c_int, notice: u64) {
+    debug_assert!(is_failure(notice));
+    if let Ok(mut op) = p2p.isend(Box::new([notice]), peer) {
         let _ = p2p.test(&mut op);
     }
 }
