@@ -16,11 +16,12 @@
 //!   because it saw such a peer, and told us before we expected anything
 //!   from it. Notices reach only the receives that expect them otherwise.
 //!   A notice from a rank whose first barrier was over (`FAILED_LATER`) is
-//!   for a later barrier: this exchange's last messages are on their way
-//!   (rank 0 sent them before any rank could leave), so the lookout takes
-//!   it, the exchange completes, and the communicator fails when its first
-//!   barrier is over (`Comm::first_barrier_over`), as the receive that
-//!   would have taken the notice in the next barrier would have made it.
+//!   for a later barrier: rank 0 had heard from every rank, and sends each
+//!   its answer (or a notice where a send fails), so the lookout takes the
+//!   notice, the exchange completes, and the communicator fails when its
+//!   first barrier is over (`Comm::first_barrier_over`), as the receive
+//!   that would have taken the notice in the next barrier would have made
+//!   it.
 //!
 //! What it cannot see (a peer of another barrier that never sends to a
 //! hwbarr rank, as tuned's barrier on 3 ranks with rank 0 outside hwbarr)

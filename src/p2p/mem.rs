@@ -25,7 +25,31 @@ struct Net {
     /// Per destination: sources of messages on another component's tag
     /// (`send_foreign`), never received.
     foreign: HashMap<c_int, Vec<c_int>>,
+    /// A slow link (`hold`).
+    held: Option<Held>,
     next_id: u64,
+}
+
+/// A slow link: what `link.0` sends to `link.1` waits here, in order,
+/// until `release`.
+struct Held {
+    link: (c_int, c_int),
+    msgs: Vec<Vec<u64>>,
+}
+
+impl Net {
+    /// A message from `src` arrives at `dst`: it goes to the oldest posted
+    /// receive that names its source, else it waits unexpected.
+    fn arrive(&mut self, src: c_int, dst: c_int, data: Vec<u64>) {
+        let posted = self.posted.entry(dst).or_default();
+        match posted.iter().position(|&(s, _, _)| s == src || s == ANY_SOURCE) {
+            Some(i) => {
+                let (_, id, words) = posted.remove(i);
+                self.arrived.insert(id, deliver(words, data));
+            }
+            None => self.unexpected.entry(dst).or_default().push_back((src, data)),
+        }
+    }
 }
 
 fn deliver(words: usize, data: Vec<u64>) -> Result<Vec<u64>, c_int> {
@@ -108,6 +132,23 @@ impl Mem {
         self.net().foreign.entry(dst).or_default().push(self.rank);
     }
 
+    /// Makes the link from `src` to `dst` slow: what is sent on it arrives
+    /// only at `release` (a sender preempted between two sends, say).
+    pub fn hold(&self, src: c_int, dst: c_int) {
+        self.net().held = Some(Held { link: (src, dst), msgs: Vec::new() });
+    }
+
+    /// The messages held on the slow link arrive, in order; the link is
+    /// fast again.
+    pub fn release(&self) {
+        let mut net = self.net();
+        if let Some(Held { link: (src, dst), msgs }) = net.held.take() {
+            for data in msgs {
+                net.arrive(src, dst, data);
+            }
+        }
+    }
+
     /// Makes the next failure notice this rank sends panic (a second bug,
     /// after the failure that made it send notices).
     pub fn panic_at_next_notice(&self) {
@@ -159,13 +200,9 @@ impl P2p for Mem {
             panic!("rank {}: injected panic in a failure notice to rank {dst}", self.rank);
         }
         let mut net = self.net();
-        let posted = net.posted.entry(dst).or_default();
-        match posted.iter().position(|&(src, _, _)| src == self.rank || src == ANY_SOURCE) {
-            Some(i) => {
-                let (_, id, words) = posted.remove(i);
-                net.arrived.insert(id, deliver(words, data.to_vec()));
-            }
-            None => net.unexpected.entry(dst).or_default().push_back((self.rank, data.to_vec())),
+        match &mut net.held {
+            Some(h) if h.link == (self.rank, dst) => h.msgs.push(data.to_vec()),
+            _ => net.arrive(self.rank, dst, data.to_vec()),
         }
         Ok(Op::Sent(Some(data)))
     }

@@ -10,9 +10,9 @@
 //! has in flight.
 //!
 //! Every receive has room for at least one word, so that a failure notice
-//! (`FAILED`, sent by `Comm::fail` in place of the next message a
-//! peer expects) is told apart from a zero-byte signal: a receive that gets
-//! one fails like a failed operation.
+//! (`FAILED` or `FAILED_LATER`, sent by `Comm::fail` in place of the next
+//! message a peer expects) is told apart from a zero-byte signal: a receive
+//! that gets one fails like a failed operation.
 
 use std::ffi::c_int;
 
@@ -50,10 +50,11 @@ pub fn is_process_failure(rc: c_int) -> bool {
 /// versions).
 pub const FAILED: u64 = (FAILED_MAGIC << 32) | 1;
 /// A failure notice from a rank whose first barrier on the communicator
-/// was over: it is for a later barrier, so a rank still in its first
-/// exchange will get that exchange's last messages all the same (rank 0
-/// sent them before any rank could leave), and fails at its next barrier
-/// instead (`exchange::lookout`).
+/// was over: it is for a later barrier. A rank still in its first
+/// exchange gets that exchange's last message from rank 0 all the same
+/// (rank 0 had heard from every rank, and sends each its answer, or a
+/// notice where a send fails), and fails at its next barrier instead
+/// (`exchange::lookout`).
 pub const FAILED_LATER: u64 = (FAILED_MAGIC << 32) | 2;
 const FAILED_MAGIC: u64 = 0x4857_4641; // "HWFA"
 
