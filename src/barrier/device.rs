@@ -57,10 +57,38 @@ pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>,
     DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout))
 }
 
+/// Polls of a blocking barrier before the waiting policy's loop takes
+/// over: no more than any policy's round (`wait::SPINS_CROWDED`).
+const FIRST_POLLS: u32 = wait::SPINS_CROWDED;
+
 /// The blocking barrier on a ready device: enter and wait.
+///
+/// Short from one release to the next arrival, the path that lies on a
+/// 2-rank barrier's critical path for both ranks: the line barrier's
+/// arrival and a first round of polls are inlined here, before the
+/// policy's general loop (`wait`) with its closures and progress turns
+/// (docs/benchmarks.md, "The blocking barrier's own path").
+#[inline(always)]
 pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
-    let t = arrive(c, core);
+    let t = match core {
+        Core::Line => arrive_line(c),
+        _ => arrive(c, core),
+    };
+    for _ in 0..c.policy().spins.min(FIRST_POLLS) {
+        if released(c, t)? {
+            return Ok(());
+        }
+        std::hint::spin_loop();
+    }
     wait(c, t)
+}
+
+/// The line barrier's arrival (`arrive`): a store to the shared line.
+#[inline(always)]
+fn arrive_line<P: P2p>(c: &Comm<P>) -> Ticket {
+    let seg = c.segment().expect("device set up");
+    let me = c.layout().expect("layout known before the device").me;
+    Ticket::Line(line::arrive(seg.line_wires(), me, seg.line_mine()))
 }
 
 /// Enters a barrier on the device, waking the sleepers our arrival
@@ -85,7 +113,7 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
             }
             Ticket::Toggle(target)
         }
-        Core::Line => Ticket::Line(line::arrive(seg.line_wires(), me, seg.line_mine())),
+        Core::Line => arrive_line(c),
         Core::Polled => {
             let (target, p) = polled::arrive(seg.tree(), &seg.polled_wires(), me);
             woken(seg, p);
@@ -112,6 +140,7 @@ fn woken(seg: &Segment, p: polled::Progress) {
 /// Whether `t` is released; an error (and the communicator failed) if it
 /// is not and some rank marked the device failed: that rank may never
 /// arrive. For a blocking wait (`wait`), whose leaders keep looking.
+#[inline]
 pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
     let seg = c.segment().expect("device set up");
     let done = match t {
