@@ -57,8 +57,8 @@ pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>,
     DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout))
 }
 
-/// Polls of a blocking barrier before the waiting policy's loop takes
-/// over: no more than any policy's round (`wait::SPINS_CROWDED`).
+/// Most polls of a blocking barrier before the waiting policy's loop
+/// takes over (fewer when the policy's own round is shorter).
 const FIRST_POLLS: u32 = wait::SPINS_CROWDED;
 
 /// The blocking barrier on a ready device: enter and wait.
@@ -74,7 +74,10 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
         Core::Line => arrive_line(c),
         _ => arrive(c, core),
     };
-    for _ in 0..c.policy().spins.min(FIRST_POLLS) {
+    // Under MPI_THREAD_MULTIPLE with a core per rank (`crowd`), the general
+    // loop counts this thread among the waiters from its first poll.
+    let first = if c.crowd().is_some() { 0 } else { c.policy().spins.min(FIRST_POLLS) };
+    for _ in 0..first {
         if released(c, t)? {
             return Ok(());
         }
