@@ -58,6 +58,18 @@ pub const SPINS_OWN_CORE: u32 = 256;
 /// 17 µs when a pair's two threads share a core.
 pub const SPINS_CROWDED: u32 = 16;
 
+/// Polls a blocking barrier makes before the general loop (`wait_by`)
+/// with its setup (`barrier::device::barrier`): the policy's own round, at
+/// most `SPINS_CROWDED`; none for a crowd of waiting threads, whose loop
+/// counts a thread among the waiters from its first poll.
+pub fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
+    if crowd.is_some() {
+        0
+    } else {
+        policy.spins.min(SPINS_CROWDED)
+    }
+}
+
 /// What one turn of Open MPI's progress engine did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Turn {
@@ -441,6 +453,19 @@ pub fn now_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A blocking barrier's first round: never longer than the policy's
+    /// own round or the crowd's, and none for a crowd.
+    #[test]
+    fn the_first_round_is_bounded_by_every_policy() {
+        let own = WaitPolicy::for_node(2, 2, false, -1, None);
+        let shared = WaitPolicy::for_node(4, 2, false, -1, None);
+        let user = WaitPolicy::for_node(2, 2, false, 5, None);
+        assert_eq!((first_round(own, None), first_round(shared, None), first_round(user, None)), (SPINS_CROWDED, 1, 5));
+        let crowd = Crowd::for_node(2, 2, false, -1, None, true);
+        assert!(crowd.is_some());
+        assert_eq!(first_round(own, crowd), 0);
+    }
 
     /// Waits with `p` until the condition has been polled `need` times
     /// (it holds at the next poll); `work(k)`: whether the k-th progress

@@ -57,10 +57,6 @@ pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>,
     DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout))
 }
 
-/// Most polls of a blocking barrier before the waiting policy's loop
-/// takes over (fewer when the policy's own round is shorter).
-const FIRST_POLLS: u32 = wait::SPINS_CROWDED;
-
 /// The blocking barrier on a ready device: enter and wait.
 ///
 /// Short from one release to the next arrival, the path that lies on a
@@ -71,13 +67,13 @@ const FIRST_POLLS: u32 = wait::SPINS_CROWDED;
 #[inline(always)]
 pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
     let t = match core {
-        Core::Line => arrive_line(c),
+        Core::Line => {
+            let seg = c.segment().expect("device set up");
+            line_arrive(seg, c.layout().expect("layout known before the device").me)
+        }
         _ => arrive(c, core),
     };
-    // Under MPI_THREAD_MULTIPLE with a core per rank (`crowd`), the general
-    // loop counts this thread among the waiters from its first poll.
-    let first = if c.crowd().is_some() { 0 } else { c.policy().spins.min(FIRST_POLLS) };
-    for _ in 0..first {
+    for _ in 0..wait::first_round(c.policy(), c.crowd()) {
         if released(c, t)? {
             return Ok(());
         }
@@ -86,11 +82,10 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
     wait(c, t)
 }
 
-/// The line barrier's arrival (`arrive`): a store to the shared line.
+/// The line barrier's arrival as rank `me` (`arrive`): a store to the
+/// shared line.
 #[inline(always)]
-fn arrive_line<P: P2p>(c: &Comm<P>) -> Ticket {
-    let seg = c.segment().expect("device set up");
-    let me = c.layout().expect("layout known before the device").me;
+fn line_arrive(seg: &Segment, me: usize) -> Ticket {
     Ticket::Line(line::arrive(seg.line_wires(), me, seg.line_mine()))
 }
 
@@ -116,7 +111,7 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
             }
             Ticket::Toggle(target)
         }
-        Core::Line => arrive_line(c),
+        Core::Line => line_arrive(seg, me),
         Core::Polled => {
             let (target, p) = polled::arrive(seg.tree(), &seg.polled_wires(), me);
             woken(seg, p);
