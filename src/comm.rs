@@ -125,7 +125,7 @@ impl Options {
             requested,
             inter,
             verbose: 0,
-            policy: WaitPolicy { spins: 16, progress: true, idle: crate::settings::Idle::Yield },
+            policy: WaitPolicy { spins: 16, progress: true, idle: crate::settings::Idle::Yield, quiet: 0 },
             topology,
             own_place: Place::UNKNOWN,
             crowd: None,

@@ -61,9 +61,11 @@ pub const SPINS_CROWDED: u32 = 16;
 /// Polls a blocking barrier makes before the general loop (`wait_by`)
 /// with its setup (`barrier::device::barrier`): the policy's own round, at
 /// most `SPINS_CROWDED`; none for a crowd of waiting threads, whose loop
-/// counts a thread among the waiters from its first poll.
+/// counts a thread among the waiters from its first poll, and none for a
+/// waiter that polls once a round (a shared core): the loop starts with
+/// that poll, and one more before it only delays the hand-off.
 pub fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
-    if crowd.is_some() {
+    if crowd.is_some() || policy.spins <= 1 {
         0
     } else {
         policy.spins.min(SPINS_CROWDED)
@@ -91,6 +93,8 @@ pub struct WaitPolicy {
     /// Turn MPI progress at all (off only to prove the deadlock test bites).
     pub progress: bool,
     pub idle: Idle,
+    /// Rounds at the start of a wait that turn no progress (`on_device`).
+    pub quiet: u32,
 }
 
 impl WaitPolicy {
@@ -100,9 +104,23 @@ impl WaitPolicy {
     }
 
     /// Waiting for point-to-point operations: poll, turn progress, poll.
-    pub const TURN_PROGRESS: WaitPolicy = WaitPolicy { spins: 1, progress: true, idle: Idle::Spin };
+    pub const TURN_PROGRESS: WaitPolicy = WaitPolicy { spins: 1, progress: true, idle: Idle::Spin, quiet: 0 };
     /// A blocking barrier queued behind others: poll, turn progress, yield.
-    pub const TURN_PROGRESS_AND_YIELD: WaitPolicy = WaitPolicy { spins: 1, progress: true, idle: Idle::Yield };
+    pub const TURN_PROGRESS_AND_YIELD: WaitPolicy =
+        WaitPolicy { spins: 1, progress: true, idle: Idle::Yield, quiet: 0 };
+
+    /// This policy for a wait on the shared-memory device, which needs no
+    /// progress to complete: a waiter that gives its core up turns none in
+    /// the rounds it yields before it may sleep (`YIELDS_BEFORE_SLEEP`).
+    /// A barrier whose ranks are all in it is over within a few hand-offs
+    /// of the cores; a turn in each of them cost 0.15-0.2 µs a barrier at 8
+    /// ranks on 2 cores (docs/benchmarks.md, "Oversubscribed: the wait
+    /// loop's own cost"). A peer that needs this rank's progress waits
+    /// three hand-offs longer at most; a waiter that keeps its core already
+    /// polls `spins` times before its first turn.
+    pub fn on_device(self) -> WaitPolicy {
+        WaitPolicy { quiet: if self.keeps_core() { 0 } else { YIELDS_BEFORE_SLEEP }, ..self }
+    }
 
     /// Chooses from facts — ranks on this node against the cores online,
     /// Open MPI's `mpi_yield_when_idle` — unless the user set `spin` (polls
@@ -131,6 +149,7 @@ impl WaitPolicy {
             } else {
                 Idle::Spin
             }),
+            quiet: 0,
         }
     }
 }
@@ -208,7 +227,7 @@ impl Crowd {
         (thread_multiple && own_core).then(|| Crowd {
             // w waiting threads per rank outnumber the cores when w > cores / local_ranks.
             above: cores / local_ranks.max(1),
-            policy: WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield },
+            policy: WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield, quiet: 0 },
         })
     }
 }
@@ -294,13 +313,17 @@ fn wait_by<E>(
         let long = polls > LONG_WAIT_POLLS && policy.progress;
         let spins = if long { 1 } else { policy.spins };
         polls = polls.saturating_add(u64::from(spins));
-        for _ in 0..spins {
+        for i in 1..=spins {
             if done()? {
                 return Ok(());
             }
-            std::hint::spin_loop();
+            // A pause between two polls; after the round's last one come a
+            // progress turn or the hand-off of the core, which it delays.
+            if i < spins {
+                std::hint::spin_loop();
+            }
         }
-        if policy.progress {
+        if policy.progress && rounds > policy.quiet {
             let turn = progress();
             if turn == Turn::Worked {
                 awake_until = polls.saturating_add(LONG_WAIT_POLLS);
@@ -455,13 +478,13 @@ mod tests {
     use super::*;
 
     /// A blocking barrier's first round: never longer than the policy's
-    /// own round or the crowd's, and none for a crowd.
+    /// own round or the crowd's, and none for a crowd or a shared core.
     #[test]
     fn the_first_round_is_bounded_by_every_policy() {
         let own = WaitPolicy::for_node(2, 2, false, -1, None);
         let shared = WaitPolicy::for_node(4, 2, false, -1, None);
         let user = WaitPolicy::for_node(2, 2, false, 5, None);
-        assert_eq!((first_round(own, None), first_round(shared, None), first_round(user, None)), (SPINS_CROWDED, 1, 5));
+        assert_eq!((first_round(own, None), first_round(shared, None), first_round(user, None)), (SPINS_CROWDED, 0, 5));
         let crowd = Crowd::for_node(2, 2, false, -1, None, true);
         assert!(crowd.is_some());
         assert_eq!(first_round(own, crowd), 0);
@@ -511,7 +534,7 @@ mod tests {
     fn crowd_only_when_threads_may_outnumber_own_cores() {
         let c = Crowd::for_node(2, 2, false, -1, None, true).expect("threaded, a core each");
         assert_eq!(c.above, 1);
-        assert_eq!(c.policy, WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield });
+        assert_eq!(c.policy, WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield, quiet: 0 });
         assert_eq!(Crowd::for_node(1, 8, false, -1, None, true).map(|c| c.above), Some(8));
         assert_eq!(Crowd::for_node(2, 2, false, -1, None, false), None);
         // Cores shared already, or the user chose: nothing changes.
@@ -523,8 +546,8 @@ mod tests {
 
     #[test]
     fn a_crowded_wait_takes_the_crowd_policy_and_counts_itself() {
-        let own = WaitPolicy { spins: 4, progress: true, idle: Idle::Spin };
-        let yielding = WaitPolicy { spins: 2, progress: true, idle: Idle::Sleep };
+        let own = WaitPolicy { spins: 4, progress: true, idle: Idle::Spin, quiet: 0 };
+        let yielding = WaitPolicy { spins: 2, progress: true, idle: Idle::Sleep, quiet: 0 };
         let run = |above: usize| {
             let (mut polls, mut naps) = (0, 0);
             let crowd = Crowd { above, policy: yielding };
@@ -555,7 +578,7 @@ mod tests {
     #[test]
     fn a_long_wait_turns_progress_after_every_poll_and_never_sleeps() {
         for idle in [Idle::Spin, Idle::Yield] {
-            let p = WaitPolicy { spins: 256, progress: true, idle };
+            let p = WaitPolicy { spins: 256, progress: true, idle, quiet: 0 };
             let wait = |need| counted_wait(p, need, |_| false);
             // A barrier whose peers run: a turn per 256 polls (and one
             // more poll after each turn).
@@ -575,7 +598,7 @@ mod tests {
     /// (yielding) for the next `LONG_WAIT_POLLS` polls, then sleeps again.
     #[test]
     fn a_sleeper_stays_awake_while_progress_does_work() {
-        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep };
+        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 };
         // Work done in the 10th turn only; released after 2 × LONG_WAIT_POLLS rounds.
         let need = 2 * (2 * LONG_WAIT_POLLS);
         let (_, naps) = counted_wait(p, need, |turn| turn == 10);
@@ -589,7 +612,7 @@ mod tests {
 
     #[test]
     fn progress_turns_while_waiting() {
-        let p = WaitPolicy { spins: 4, progress: true, idle: Idle::Sleep };
+        let p = WaitPolicy { spins: 4, progress: true, idle: Idle::Sleep, quiet: 0 };
         // 11 polls: two rounds of 4 and a poll after each turn, then one.
         let (turns, naps) = counted_wait(p, 10, |_| false);
         assert_eq!(turns, 2);
@@ -599,6 +622,25 @@ mod tests {
         let rounds = u64::from(YIELDS_BEFORE_SLEEP) + 2;
         let (_, naps) = counted_wait(p, rounds * 5, |_| false);
         assert_eq!(naps, rounds - u64::from(YIELDS_BEFORE_SLEEP));
+    }
+
+    /// On the device a waiter that gives its core up turns no progress in
+    /// its first `YIELDS_BEFORE_SLEEP` rounds (one poll each), then one turn
+    /// a round as before; one that keeps its core is unchanged.
+    #[test]
+    fn a_device_wait_of_a_shared_core_starts_quiet() {
+        let quiet = u64::from(YIELDS_BEFORE_SLEEP);
+        for idle in [Idle::Yield, Idle::Sleep] {
+            let p = WaitPolicy { spins: 1, progress: true, idle, quiet: 0 }.on_device();
+            assert_eq!(p.quiet, YIELDS_BEFORE_SLEEP);
+            // Released at the quiet rounds' last poll: no turn at all.
+            assert_eq!(counted_wait(p, quiet - 1, |_| false).0, 0, "{idle:?}");
+            // Then a turn per round, each round polling before and after it.
+            assert_eq!(counted_wait(p, quiet + 2 * 5, |_| false).0, 5, "{idle:?}");
+        }
+        let own = WaitPolicy::for_node(2, 2, false, -1, None);
+        assert_eq!(own.on_device(), own);
+        assert_eq!(counted_wait(own.on_device(), SPINS_OWN_CORE as u64, |_| false).0, 1);
     }
 
     /// Tests of one barrier, `step` ns apart from `t0`: the tests (1-based)

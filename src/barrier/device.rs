@@ -216,8 +216,8 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
     };
     let done = || released(c, t);
     match c.crowd() {
-        None => wait::try_wait_until(c.policy(), done, || c.p2p().progress(), sleep),
-        Some(crowd) => wait::try_wait_crowded(c.policy(), crowd, done, || c.p2p().progress(), sleep),
+        None => wait::try_wait_until(c.policy().on_device(), done, || c.p2p().progress(), sleep),
+        Some(crowd) => wait::try_wait_crowded(c.policy().on_device(), crowd, done, || c.p2p().progress(), sleep),
     }
 }
 
