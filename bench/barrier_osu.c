@@ -21,15 +21,18 @@
  *           placement=<rank>:<cpu at start>><cpu at end>/<distinct cpus
  *           seen in the sample>,...  (the /<distinct> part in blocking mode only)
  *
- * pace (at most as many ranks as cpus, 64 at most):
- *   what a 2-rank barrier's time follows, in one launch: `BLOCKS` rounds of
+ * pace (one node, 64 ranks at most):
+ *   what a barrier's time follows, in one launch: `BLOCKS` rounds of
  *   three timed loops of iters/BLOCKS each on every rank (barrier and
  *   floor swap places every round; each loop starts together):
  *     barrier: MPI_Barrier(MPI_COMM_WORLD);
  *     floor:   a barrier on one shared cache line without MPI (each rank
  *              bumps its own byte, then polls with a pause until every
  *              byte has caught up: the protocol of hwbarr's line barrier
- *              and of the bench's floor), on an MPI shared window;
+ *              and of the bench's floor), on an MPI shared window; with
+ *              more ranks than cpus each look is followed by sched_yield
+ *              instead of the pause (the scheduler's floor, as in
+ *              examples/sched_floor.rs), run by the same MPI processes;
  *     self:    MPI_Barrier(MPI_COMM_SELF), a short MPI call path that
  *              waits for nobody: it measures how fast this rank's cpu runs
  *              code just now (on a virtual machine the cpu a rank is bound
@@ -245,6 +248,8 @@ static void persistent(int rank, int size, long iters, long warmup) {
  * every byte is at our count or one past it (a peer already in the next
  * barrier). One line per process: `mine` is its count. */
 static unsigned char mine;
+/* More ranks than cpus: the floor's waiters give their cpu up after each look. */
+static int floor_yields;
 static void line_barrier(volatile unsigned char *wires, int rank, int size) {
     unsigned char c = mine = (unsigned char)((mine + 1) & 0x7f);
     __atomic_store_n(&wires[rank], c, __ATOMIC_RELEASE);
@@ -253,6 +258,10 @@ static void line_barrier(volatile unsigned char *wires, int rank, int size) {
         for (int r = 0; r < size && all; r++)
             all = ((unsigned char)(__atomic_load_n(&wires[r], __ATOMIC_SEQ_CST) - c) & 0x7f) <= 1;
         if (all) return;
+        if (floor_yields) {
+            sched_yield();
+            continue;
+        }
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
@@ -261,15 +270,15 @@ static void line_barrier(volatile unsigned char *wires, int rank, int size) {
 
 static void pace(int rank, int size, long iters, long warmup) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (size > 64 || size > ncpu) {
+    if (size > 64) {
         /* Rank 0 says why and ends the job; the others wait to be ended. */
         if (rank == 0) {
-            fprintf(stderr, "barrier_osu: pace needs at most %ld ranks (one cpu each, 64 at most)\n",
-                    ncpu < 64 ? ncpu : 64);
+            fprintf(stderr, "barrier_osu: pace needs at most 64 ranks (one byte each on one line)\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    floor_yields = size > ncpu;
     int cpu0 = sched_getcpu();
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);

@@ -10,7 +10,9 @@ every MPI configuration: OSU method (warm-up, timed loop, each rank's mean,
 average/min/max over ranks), then the exit-time skew across ranks over a
 sample of barriers and where the ranks ran; its persistent mode gives
 persistent/blocking from one launch. The floor is examples/sched_floor.rs
-(the faster of hwbarr's counter and line cores in plain processes).
+(the faster of hwbarr's counter and line cores in plain processes); the
+pace section also runs the floor's protocol inside the MPI launch, by the
+same processes, and reads the targets against it.
 Ratios are taken within a round (same machine state) and their median over
 rounds is reported. OSU_DIR=<dir> runs the real osu_barrier instead (no
 skew or placement then).
@@ -868,80 +870,117 @@ def help_section():
 
 
 PACE_LAUNCHES = int(os.environ.get("PACE_LAUNCHES", "6"))
-PACE_ITERS = 400000  # 20 rounds of 20,000 of each loop
+# Timed iterations of each loop per launch, in 20 rounds: 20,000 a round at
+# 2 ranks; oversubscribed about 20 ms a round of hwbarr's barrier, many
+# scheduler slices.
+PACE_ITERS = {2: 400000, 4: 200000, 8: 80000}
 PACE_SLOW = 1.15  # a rank runs slowed when its MPI_COMM_SELF barrier takes this much over the fastest of its MPI
 
 
+def pace_names(np):
+    """The configurations of the pace section at `np` ranks. With more ranks
+    than cpus sm and MPICH are left out: their barriers take 0.1-16 ms there
+    (the barrier section measures them), 20 rounds of them would take hours."""
+    if np > NCPUS:
+        return ["hwbarr:auto", "tuned"] + (["xhc", "acoll"] if OMPI6 else [])
+    return ["hwbarr:auto", "tuned"] + (["xhc", "acoll"] if OMPI6 else ["sm"]) + (["mpich"] if MPICH else [])
+
+
 def pace_section():
-    """What a 2-rank barrier's time follows (barrier_osu pace): per launch,
-    20 rounds of MPI_Barrier, the floor's line protocol on an MPI shared
-    window and each rank's MPI_Barrier(MPI_COMM_SELF), in the same bound
-    processes. A round counts as slowed when a rank's MPI_COMM_SELF barrier
-    took over PACE_SLOW× the fastest of any launch of the same MPI: its cpu
-    ran code slower just then. Every Open MPI configuration takes the same
+    """The barrier against the floor in the same launch (barrier_osu pace):
+    per launch, 20 rounds of MPI_Barrier, the floor's line protocol on an
+    MPI shared window (waiting by sched_yield when ranks outnumber cpus) and
+    each rank's MPI_Barrier(MPI_COMM_SELF), in the same bound processes, at
+    2 ranks and at each oversubscribed count of NPS. A round counts as
+    slowed when a rank's MPI_COMM_SELF barrier took over PACE_SLOW× the
+    fastest of any launch of the same MPI and rank count: its cpu ran code
+    slower just then. Every Open MPI configuration takes the same
     MPI_COMM_SELF path (coll/self), so one configuration slowed throughout
     still shows as slowed beside the others; a run slowed throughout does
-    not. Prints, per configuration, the median barrier/floor ratio of the
-    rounds at full pace and of the slowed ones."""
+    not. Prints, per rank count and configuration, the median barrier/floor
+    ratio of the rounds at full pace and of the slowed ones, and reads the
+    targets against the floor of the same round: the floor's launches of
+    the barrier section start their processes apart, where the scheduler
+    places them anew, and spread as much as the configurations compared."""
     if NCPUS < 2:
         print("\npace: needs 2 cpus, left out")
         return
-    mpich_setup()
-    names = ["hwbarr:auto", "tuned"] + (["xhc", "acoll"] if OMPI6 else ["sm"]) + (["mpich"] if MPICH else [])
-    order = [c for _ in range(PACE_LAUNCHES) for c in names]
+    nps = [np for np in NPS if np == 2 or np > NCPUS]
+    if 2 in nps:
+        mpich_setup()
+    order = [(np, c) for np in nps for _ in range(PACE_LAUNCHES) for c in pace_names(np)]
     random.Random(SEED).shuffle(order)
     rows = []
-    for i, c in enumerate(order):
+    for i, (np, c) in enumerate(order):
         kind, args = dict(CONFIGS)[c]
-        prog = ["pace", str(PACE_ITERS), str(PACE_ITERS // 20)]
+        iters = PACE_ITERS.get(np, PACE_ITERS[8])
+        prog = ["pace", str(iters), str(iters // 20)]
         try:
-            out = mpiexec(2, prog, bind=True) if kind == "mpich" else mpirun(2, args, [osu_prog()] + prog, bind=True)
+            out = mpiexec(np, prog, bind=True) if kind == "mpich" else mpirun(np, args, [osu_prog()] + prog, bind=True)
         except (Timeout, RuntimeError) as e:
-            print(f"\n  pace {c}: {str(e).splitlines()[0]}")
+            print(f"\n  pace {np} ranks {c}: {str(e).splitlines()[0]}")
             continue
         place = re.search(r"placement=(\S+)", out)
         found = re.findall(r"round=(\d+) barrier_ns=([\d.]+) floor_ns=([\d.]+) self_ns=([\d.,]+)", out)
         if not found:
-            print(f"\n  pace {c}: no rounds in its output")
+            print(f"\n  pace {np} ranks {c}: no rounds in its output")
         for rnd, b, fl, sf in found:
-            rows.append([i, c, int(rnd), float(b), float(fl), [float(x) for x in sf.split(",")],
+            rows.append([i, np, c, int(rnd), float(b), float(fl), [float(x) for x in sf.split(",")],
                          place.group(1) if place else ""])
-        print(f"\r  pace launch {i + 1}/{len(order)} {c:<12}", end="", flush=True)
+        print(f"\r  pace launch {i + 1}/{len(order)} {np} ranks {c:<12}", end="", flush=True)
     print()
     with open(os.path.join(OUT, "pace.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["launch", "config", "round", "barrier_ns", "floor_ns", "self_ns", "placement"])
-        w.writerows(r[:5] + [",".join(f"{x:.2f}" for x in r[5])] + r[6:] for r in rows)
-    print(f"\nPace, 2 ranks bound apart, {PACE_LAUNCHES} launches × 20 rounds each (ns per barrier; ratio to the "
-          f"floor measured in the same round by the same processes; a round is slowed when a rank's "
-          f"MPI_COMM_SELF barrier took over {PACE_SLOW}× the fastest of any launch of the same MPI, shown as self ns):")
-    print(f"  {'config':<12} {'self ns':>8}  {'full pace: rounds':>17} {'barrier':>8} {'ratio':>6}   "
-          f"{'slowed: rounds':>14} {'barrier':>8} {'ratio':>6}")
+        w.writerow(["launch", "ranks", "config", "round", "barrier_ns", "floor_ns", "self_ns", "placement"])
+        w.writerows(r[:6] + [",".join(f"{x:.2f}" for x in r[6])] + r[7:] for r in rows)
+    print(f"\nPace, ranks bound (rank i to cpu i mod {NCPUS}), {PACE_LAUNCHES} launches × 20 rounds each per "
+          f"configuration (ns per barrier; ratio to the floor measured in the same round by the same processes; "
+          f"with more ranks than cpus the floor's waiters yield after each look; a round is slowed when a rank's "
+          f"MPI_COMM_SELF barrier took over {PACE_SLOW}× the fastest of any launch of the same MPI, shown as self ns; "
+          f"oversubscribed, where ranks share cpus, every round counts as full pace):")
+
     def mpi_of(c):
         return dict(CONFIGS)[c][0] == "mpich"
-    for c in names:
-        mine = [r for r in rows if r[1] == c]
-        if not mine:
-            continue
-        fastest = min(min(r[5]) for r in rows if mpi_of(r[1]) == mpi_of(c))
-        full = [r for r in mine if max(r[5]) <= PACE_SLOW * fastest]
-        slowed = [r for r in mine if max(r[5]) > PACE_SLOW * fastest]
+    ratio = {}
+    for np in nps:
+        print(f"  {np} ranks{' (oversubscribed)' if np > NCPUS else ''}")
+        print(f"  {'config':<12} {'self ns':>8}  {'full pace: rounds':>17} {'barrier':>8} {'ratio':>6}   "
+              f"{'slowed: rounds':>14} {'barrier':>8} {'ratio':>6}")
+        for c in pace_names(np):
+            mine = [r for r in rows if r[1] == np and r[2] == c]
+            if not mine:
+                continue
+            fastest = min(min(r[6]) for r in rows if r[1] == np and mpi_of(r[2]) == mpi_of(c))
+            full = [r for r in mine if max(r[6]) <= PACE_SLOW * fastest]
+            slowed = [r for r in mine if max(r[6]) > PACE_SLOW * fastest]
+            if np > NCPUS:
+                # Ranks that share a cpu interrupt each other's
+                # MPI_COMM_SELF loops: no reading of a cpu's pace there.
+                full, slowed = mine, []
 
-        def cell(g, width):
-            if not g:
-                return f"{0:>{width}} {'–':>8} {'–':>6}"
-            return f"{len(g):>{width}} {st.median(r[3] for r in g):8.1f} {st.median(r[3] / r[4] for r in g):6.2f}"
-        print(f"  {c:<12} {fastest:8.2f}  {cell(full, 17)}   {cell(slowed, 14)}")
-    # The 2-rank targets against the floor of the same round (the barrier
-    # section reads them against floor launches of their own).
-    ratio = {c: st.median(r[3] / r[4] for r in rows if r[1] == c) for c in names if any(r[1] == c for r in rows)}
-    if "hwbarr:auto" in ratio:
-        print("Targets, against the floor of the same round (median of per-round ratios, all rounds):")
-        verdict("2 ranks: hwbarr:auto ≤ 1.3× the floor", ratio["hwbarr:auto"], 1.3)
-        peers = {c: v for c, v in ratio.items() if c != "hwbarr:auto"}
+            def cell(g, width):
+                if not g:
+                    return f"{0:>{width}} {'–':>8} {'–':>6}"
+                return f"{len(g):>{width}} {st.median(r[4] for r in g):8.1f} {st.median(r[4] / r[5] for r in g):6.2f}"
+            pace = f"{fastest:8.2f}" if np <= NCPUS else f"{'–':>8}"
+            print(f"  {c:<12} {pace}  {cell(full, 17)}   {cell(slowed, 14)}")
+            ratio[(np, c)] = st.median(r[4] / r[5] for r in mine)
+    # The targets against the floor of the same round (the barrier section
+    # reads them against floor launches of their own).
+    print("Targets, against the floor of the same round (median of per-round ratios, all rounds):")
+    for np in nps:
+        if (np, "hwbarr:auto") not in ratio:
+            continue
+        mine = ratio[(np, "hwbarr:auto")]
+        peers = {c: ratio[(np, c)] for c in pace_names(np) if c != "hwbarr:auto" and (np, c) in ratio}
+        verdict(f"{np} ranks: hwbarr:auto ≤ {1.3 if np == 2 else 1.1}× the floor", mine, 1.3 if np == 2 else 1.1)
         if peers:
             best = min(peers, key=peers.get)
-            verdict(f"2 ranks: hwbarr:auto ≤ 0.5× the best peer ({best})", ratio["hwbarr:auto"] / peers[best], 0.5)
+            if np == 2:
+                verdict(f"2 ranks: hwbarr:auto ≤ 0.5× the best peer ({best})", mine / peers[best], 0.5)
+            else:
+                verdict(f"{np} ranks: hwbarr:auto ahead of every peer here (closest: {best})", mine / peers[best], 1.0,
+                        strict=True)
     print(f"results: {os.path.relpath(OUT, ROOT)}/pace.csv")
 
 
