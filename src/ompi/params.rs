@@ -159,7 +159,9 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                   rank waits (-1: automatic, 256 when every rank on the node has a core, 1 when cores are shared: \
                   ranks on the node, the job's or the communicator's own, outnumber them, or mpi_yield_when_idle \
                   is set; 0: never turn progress while waiting - for \
-                  testing only: a peer's pending rendezvous then deadlocks)",
+                  testing only: a peer's pending rendezvous then deadlocks). A rank that yields or sleeps \
+                  while it waits turns none in the first 3 rounds of a wait on the node's shared memory, \
+                  which needs no progress to complete",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(SPIN),
             ),
