@@ -906,6 +906,9 @@ def pace_section():
         print("\npace: needs 2 cpus, left out")
         return
     nps = [np for np in NPS if np == 2 or np > NCPUS]
+    if not nps:
+        print(f"\npace: runs at 2 ranks and at rank counts above the {NCPUS} cpus; NPS has neither, left out")
+        return
     if 2 in nps:
         mpich_setup()
     order = [(np, c) for np in nps for _ in range(PACE_LAUNCHES) for c in pace_names(np)]
@@ -936,7 +939,7 @@ def pace_section():
     print(f"\nPace, ranks bound (rank i to cpu i mod {NCPUS}), {PACE_LAUNCHES} launches × 20 rounds each per "
           f"configuration (ns per barrier; ratio to the floor measured in the same round by the same processes; "
           f"with more ranks than cpus the floor's waiters yield after each look; a round is slowed when a rank's "
-          f"MPI_COMM_SELF barrier took over {PACE_SLOW}× the fastest of any launch of the same MPI, shown as self ns; "
+          f"MPI_COMM_SELF barrier took over {PACE_SLOW}× the fastest of any launch of the same MPI and rank count, shown as self ns; "
           f"oversubscribed, where ranks share cpus, every round counts as full pace):")
 
     def mpi_of(c):

@@ -46,8 +46,8 @@ pub fn turn_did_work(took: Duration) -> bool {
 pub const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// Polls per progress turn when a rank has its core to itself. Each poll
-/// also pauses (`spin_loop`): 33 ns on this machine's AMD EPYC, so 256
-/// polls take about 8 µs.
+/// but a round's last also pauses (`spin_loop`): 33 ns on an AMD EPYC, so
+/// 256 polls take about 8 µs.
 pub const SPINS_OWN_CORE: u32 = 256;
 
 /// Polls per progress turn, and a yield after each turn, while the threads
@@ -62,8 +62,9 @@ pub const SPINS_CROWDED: u32 = 16;
 /// with its setup (`barrier::device::barrier`): the policy's own round, at
 /// most `SPINS_CROWDED`; none for a crowd of waiting threads, whose loop
 /// counts a thread among the waiters from its first poll, and none for a
-/// waiter that polls once a round (a shared core): the loop starts with
-/// that poll, and one more before it only delays the hand-off.
+/// waiter that polls once a round (a shared core, or `spin` 1): the loop
+/// starts with that poll, and one more before it only delays the hand-off
+/// or the progress turn.
 pub fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
     if crowd.is_some() || policy.spins <= 1 {
         0
@@ -109,15 +110,18 @@ impl WaitPolicy {
     pub const TURN_PROGRESS_AND_YIELD: WaitPolicy =
         WaitPolicy { spins: 1, progress: true, idle: Idle::Yield, quiet: 0 };
 
-    /// This policy for a wait on the shared-memory device, which needs no
-    /// progress to complete: a waiter that gives its core up turns none in
-    /// the rounds it yields before it may sleep (`YIELDS_BEFORE_SLEEP`).
-    /// A barrier whose ranks are all in it is over within a few hand-offs
-    /// of the cores; a turn in each of them cost 0.15-0.2 µs a barrier at 8
-    /// ranks on 2 cores (docs/benchmarks.md, "Oversubscribed: the wait
-    /// loop's own cost"). A peer that needs this rank's progress waits
-    /// three hand-offs longer at most; a waiter that keeps its core already
-    /// polls `spins` times before its first turn.
+    /// This policy for a wait on the shared-memory device, whose own
+    /// protocol needs no progress: a waiter that gives its core up turns
+    /// none in the rounds it yields before it may sleep
+    /// (`YIELDS_BEFORE_SLEEP`, so that it turns one before its first
+    /// sleep). A barrier whose ranks are all in it is over within a few
+    /// hand-offs of the cores; a turn in each of them took hwbarr's line
+    /// barrier from about 1.2x to 1.4x the floor at 8 ranks on 2 cores
+    /// (docs/benchmarks.md, "Oversubscribed: the wait loop's own cost"). A
+    /// peer that needs this rank's progress (a rendezvous, a one-sided
+    /// operation, a barrier in flight this rank leads) waits three
+    /// hand-offs longer at most; a waiter that keeps its core already polls
+    /// `spins` times before its first turn.
     pub fn on_device(self) -> WaitPolicy {
         WaitPolicy { quiet: if self.keeps_core() { 0 } else { YIELDS_BEFORE_SLEEP }, ..self }
     }
@@ -282,7 +286,8 @@ pub fn wait_until(
 /// non-blocking ones). Polls `done` until it is true or fails. Between
 /// rounds of `spins` polls it calls `progress` (Open MPI's progress engine,
 /// so that a peer's pending point-to-point traffic completes while we
-/// wait; see `Turn`), then yields the core or calls
+/// wait; see `Turn`; not in the policy's first `quiet` rounds), then
+/// yields the core or calls
 /// `sleep` as the policy says. A `Sleep` waiter whose progress did work
 /// yields instead of sleeping for the next `LONG_WAIT_POLLS` polls: a peer
 /// that needs its progress (a rendezvous, a one-sided operation it is the
@@ -633,10 +638,13 @@ mod tests {
         for idle in [Idle::Yield, Idle::Sleep] {
             let p = WaitPolicy { spins: 1, progress: true, idle, quiet: 0 }.on_device();
             assert_eq!(p.quiet, YIELDS_BEFORE_SLEEP);
-            // Released at the quiet rounds' last poll: no turn at all.
-            assert_eq!(counted_wait(p, quiet - 1, |_| false).0, 0, "{idle:?}");
-            // Then a turn per round, each round polling before and after it.
-            assert_eq!(counted_wait(p, quiet + 2 * 5, |_| false).0, 5, "{idle:?}");
+            // Released at the quiet rounds' last poll: no turn, no sleep.
+            assert_eq!(counted_wait(p, quiet - 1, |_| false), (0, 0), "{idle:?}");
+            // Then a turn per round, each round polling before and after
+            // it, and a sleeper sleeps after each of those 5 turns (never
+            // before its first); the next round ends at its first poll.
+            let naps = if idle == Idle::Sleep { 5 } else { 0 };
+            assert_eq!(counted_wait(p, quiet + 2 * 5, |_| false), (5, naps), "{idle:?}");
         }
         let own = WaitPolicy::for_node(2, 2, false, -1, None);
         assert_eq!(own.on_device(), own);

@@ -15,7 +15,7 @@ use crate::p2p::{P2p, ERROR};
 use crate::shm::futex::Kernel;
 use crate::shm::segment::Segment;
 use crate::shm::sleep;
-use crate::wait;
+use crate::wait::{self, WaitPolicy};
 
 /// Sleeps on the device's words last at most a slice of the wait.
 const FUTEX: Kernel = Kernel { timeout: wait::SLEEP_SLICE };
@@ -61,9 +61,10 @@ pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>,
 ///
 /// Short from one release to the next arrival, the path that lies on a
 /// 2-rank barrier's critical path for both ranks: the line barrier's
-/// arrival and a first round of polls are inlined here, before the
-/// policy's general loop (`wait`) with its closures and progress turns
-/// (docs/benchmarks.md, "The blocking barrier's own path").
+/// arrival and, for a rank that keeps its core, a first round of polls
+/// (`wait::first_round`) are inlined here, before the general loop
+/// (`wait`) with its closures and progress turns (docs/benchmarks.md,
+/// "The blocking barrier's own path").
 #[inline(always)]
 pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
     let t = match core {
@@ -196,7 +197,16 @@ fn unless_failed<P: P2p>(c: &Comm<P>, seg: &Segment, done: bool) -> Result<bool,
     Ok(done)
 }
 
-/// Waits by the communicator's policy until `t` is released (or the
+/// The policy a wait on the device follows: the communicator's, with no
+/// progress turns in the first rounds of a waiter that gives its core up
+/// (`WaitPolicy::on_device`). A crowd's policy (MPI_THREAD_MULTIPLE) keeps
+/// its turns: a crowd exists only where ranks keep their cores, and its
+/// threads take turns on them.
+fn policy<P: P2p>(c: &Comm<P>) -> WaitPolicy {
+    c.policy().on_device()
+}
+
+/// Waits by the device's policy (`policy`) until `t` is released (or the
 /// device failed).
 pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
     let seg: &Segment = c.segment().expect("device set up");
@@ -216,14 +226,33 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
     };
     let done = || released(c, t);
     match c.crowd() {
-        None => wait::try_wait_until(c.policy().on_device(), done, || c.p2p().progress(), sleep),
-        Some(crowd) => wait::try_wait_crowded(c.policy().on_device(), crowd, done, || c.p2p().progress(), sleep),
+        None => wait::try_wait_until(policy(c), done, || c.p2p().progress(), sleep),
+        Some(crowd) => wait::try_wait_crowded(policy(c), crowd, done, || c.p2p().progress(), sleep),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A wait on the device turns no progress in its first rounds when
+    /// the rank gives its core up, and keeps the communicator's policy
+    /// otherwise.
+    #[test]
+    fn device_waits_start_quiet_only_on_a_shared_core() {
+        use crate::comm::Options;
+        use crate::p2p::mem;
+        use crate::settings::{Algorithm, Idle};
+        let out = mem::run(mem::network(&["a", "a"]), move |ep| {
+            let r = ep.rank();
+            let shared = Options::for_tests(Algorithm::Line, None);
+            let own = Options { policy: WaitPolicy::for_node(2, 2, false, -1, None), ..Options::for_tests(Algorithm::Line, None) };
+            assert_eq!(shared.policy.idle, Idle::Yield);
+            let quiet = |o| policy(&Comm::new(ep.clone(), r, 2, 3, false, o)).quiet;
+            (quiet(shared), quiet(own))
+        });
+        assert!(out.iter().all(|&q| q == (wait::YIELDS_BEFORE_SLEEP, 0)), "{out:?}");
+    }
 
     /// A late test of a ticket (the express lane may test one whose
     /// barrier is over) must not release a later barrier: rank 0 tests its

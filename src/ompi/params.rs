@@ -161,7 +161,7 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                   is set; 0: never turn progress while waiting - for \
                   testing only: a peer's pending rendezvous then deadlocks). A rank that yields or sleeps \
                   while it waits turns none in the first 3 rounds of a wait on the node's shared memory, \
-                  which needs no progress to complete",
+                  whose own protocol needs no progress",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(SPIN),
             ),
