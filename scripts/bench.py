@@ -953,19 +953,20 @@ def pace_section():
             mine = [r for r in rows if r[1] == np and r[2] == c]
             if not mine:
                 continue
-            fastest = min(min(r[6]) for r in rows if r[1] == np and mpi_of(r[2]) == mpi_of(c))
-            full = [r for r in mine if max(r[6]) <= PACE_SLOW * fastest]
-            slowed = [r for r in mine if max(r[6]) > PACE_SLOW * fastest]
             if np > NCPUS:
                 # Ranks that share a cpu interrupt each other's
                 # MPI_COMM_SELF loops: no reading of a cpu's pace there.
-                full, slowed = mine, []
+                full, slowed, pace = mine, [], f"{'–':>8}"
+            else:
+                fastest = min(min(r[6]) for r in rows if r[1] == np and mpi_of(r[2]) == mpi_of(c))
+                full = [r for r in mine if max(r[6]) <= PACE_SLOW * fastest]
+                slowed = [r for r in mine if max(r[6]) > PACE_SLOW * fastest]
+                pace = f"{fastest:8.2f}"
 
             def cell(g, width):
                 if not g:
                     return f"{0:>{width}} {'–':>8} {'–':>6}"
                 return f"{len(g):>{width}} {st.median(r[4] for r in g):8.1f} {st.median(r[4] / r[5] for r in g):6.2f}"
-            pace = f"{fastest:8.2f}" if np <= NCPUS else f"{'–':>8}"
             print(f"  {c:<12} {pace}  {cell(full, 17)}   {cell(slowed, 14)}")
             ratio[(np, c)] = st.median(r[4] / r[5] for r in mine)
     # The targets against the floor of the same round (the barrier section
