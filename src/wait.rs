@@ -73,6 +73,25 @@ pub fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
     }
 }
 
+/// Rounds a blocking barrier on the device makes before the general loop
+/// as bare rounds, each one poll and a hand-off of the core, inlined with
+/// the arrival (`barrier::device::barrier`): the quiet rounds
+/// (`WaitPolicy::on_device`) of a waiter that polls once a round and is
+/// not one of a crowd of threads (whose loop counts it as a waiter from its
+/// first poll). The loop then counts on from them (`try_wait_after`), so
+/// the turns and sleeps come in the same rounds as before. Oversubscribed,
+/// each run of a rank starts with caches its core's other ranks filled,
+/// and the general loop's setup before the first poll cost about 0.1x the
+/// floor at 4 and 8 ranks on 2 cores (docs/benchmarks.md, "Oversubscribed:
+/// the first rounds inlined").
+pub fn bare_rounds(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
+    if crowd.is_none() && policy.spins == 1 && !policy.keeps_core() {
+        policy.quiet
+    } else {
+        0
+    }
+}
+
 /// What one turn of Open MPI's progress engine did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Turn {
@@ -266,7 +285,7 @@ pub fn try_wait_crowded<E>(
 ) -> Result<(), E> {
     let _me = Waiting::enter();
     let choose = || if WAITING.load(Relaxed) > crowd.above { crowd.policy } else { policy };
-    wait_by(choose, done, progress, sleep)
+    wait_by(choose, 0, done, progress, sleep)
 }
 
 /// Polls `done` until it is true: `try_wait_until` for conditions that
@@ -298,18 +317,33 @@ pub fn try_wait_until<E>(
     progress: impl FnMut() -> Turn,
     sleep: impl FnMut(),
 ) -> Result<(), E> {
-    wait_by(|| policy, done, progress, sleep)
+    wait_by(|| policy, 0, done, progress, sleep)
 }
 
-/// The loop of `try_wait_until`, with the policy of each round from `choose`.
+/// `try_wait_until` for a wait whose caller made its first `made` rounds
+/// as bare rounds (`bare_rounds`: one poll and the policy's idle step each,
+/// no progress turn): the loop counts its rounds and polls on from them.
+pub fn try_wait_after<E>(
+    policy: WaitPolicy,
+    made: u32,
+    done: impl FnMut() -> Result<bool, E>,
+    progress: impl FnMut() -> Turn,
+    sleep: impl FnMut(),
+) -> Result<(), E> {
+    wait_by(|| policy, made, done, progress, sleep)
+}
+
+/// The loop of `try_wait_until`, with the policy of each round from
+/// `choose`, after `made` rounds of one poll each made by the caller.
 fn wait_by<E>(
     mut choose: impl FnMut() -> WaitPolicy,
+    made: u32,
     mut done: impl FnMut() -> Result<bool, E>,
     mut progress: impl FnMut() -> Turn,
     mut sleep: impl FnMut(),
 ) -> Result<(), E> {
-    let mut rounds = 0u32;
-    let mut polls = 0u64;
+    let mut rounds = made;
+    let mut polls = u64::from(made);
     // Polls up to which a `Sleep` waiter stays awake after progress did work.
     let mut awake_until = 0u64;
     loop {
@@ -649,6 +683,49 @@ mod tests {
         let own = WaitPolicy::for_node(2, 2, false, -1, None);
         assert_eq!(own.on_device(), own);
         assert_eq!(counted_wait(own.on_device(), SPINS_OWN_CORE as u64, |_| false).0, 1);
+    }
+
+    /// A device barrier's bare rounds are the quiet rounds of a waiter
+    /// that polls once a round and waits alone, none otherwise; the loop
+    /// counted on from them turns progress and sleeps in the rounds a whole
+    /// wait would, and turns none in rounds it was told were made.
+    #[test]
+    fn bare_rounds_are_the_quiet_rounds_and_the_loop_counts_on() {
+        let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 }.on_device();
+        let own = WaitPolicy::for_node(2, 2, false, -1, None).on_device();
+        let crowd = Some(Crowd { above: 2, policy: shared });
+        assert_eq!(bare_rounds(shared, None), YIELDS_BEFORE_SLEEP);
+        assert_eq!(bare_rounds(WaitPolicy { idle: Idle::Yield, ..shared }, None), YIELDS_BEFORE_SLEEP);
+        assert_eq!(bare_rounds(own, None), 0);
+        assert_eq!(bare_rounds(shared, crowd), 0);
+        assert_eq!(bare_rounds(WaitPolicy { spins: 5, ..shared }, None), 0);
+        assert_eq!(bare_rounds(WaitPolicy { quiet: 0, ..shared }, None), 0);
+        // After the bare rounds: a turn in the loop's first round, a poll
+        // before and after it, and a sleep after each turn (5 rounds), as
+        // in `a_device_wait_of_a_shared_core_starts_quiet`'s whole wait.
+        let made = bare_rounds(shared, None);
+        let after = |need: u64| {
+            let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
+            let r: Result<(), ()> = try_wait_after(
+                shared,
+                made,
+                || {
+                    polls += 1;
+                    Ok(polls > need)
+                },
+                || {
+                    turns += 1;
+                    Turn::Idle
+                },
+                || naps += 1,
+            );
+            assert_eq!((r, polls), (Ok(()), need + 1));
+            (turns, naps)
+        };
+        assert_eq!(after(0), (0, 0));
+        assert_eq!(after(2 * 5), (5, 5));
+        // Told that no round was made, the loop makes the quiet rounds itself.
+        assert_eq!(counted_wait(shared, u64::from(made) + 2 * 5, |_| false), (5, 5));
     }
 
     /// Tests of one barrier, `step` ns apart from `t0`: the tests (1-based)

@@ -64,7 +64,9 @@ pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>,
 /// arrival and, for a rank that keeps its core, a first round of polls
 /// (`wait::first_round`) are inlined here, before the general loop
 /// (`wait`) with its closures and progress turns (docs/benchmarks.md,
-/// "The blocking barrier's own path").
+/// "The blocking barrier's own path"). So are the quiet rounds of a rank
+/// that gives its core up (`wait::bare_rounds`): oversubscribed, a barrier
+/// is mostly over within them.
 #[inline(always)]
 pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
     let t = match core {
@@ -74,13 +76,21 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
         }
         _ => arrive(c, core),
     };
-    for _ in 0..wait::first_round(c.policy(), c.crowd()) {
+    let (policy, crowd) = (policy(c), c.crowd());
+    for _ in 0..wait::first_round(policy, crowd) {
         if released(c, t)? {
             return Ok(());
         }
         std::hint::spin_loop();
     }
-    wait(c, t)
+    let bare = wait::bare_rounds(policy, crowd);
+    for _ in 0..bare {
+        if released(c, t)? {
+            return Ok(());
+        }
+        std::thread::yield_now();
+    }
+    wait(c, t, bare)
 }
 
 /// The line barrier's arrival as rank `me` (`arrive`): a store to the
@@ -207,8 +217,8 @@ fn policy<P: P2p>(c: &Comm<P>) -> WaitPolicy {
 }
 
 /// Waits by the device's policy (`policy`) until `t` is released (or the
-/// device failed).
-pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
+/// device failed), after the `made` bare rounds of `barrier`.
+pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket, made: u32) -> Result<(), c_int> {
     let seg: &Segment = c.segment().expect("device set up");
     let me = c.layout().expect("layout").me;
     let sleep = || match t {
@@ -226,7 +236,8 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<(), c_int> {
     };
     let done = || released(c, t);
     match c.crowd() {
-        None => wait::try_wait_until(policy(c), done, || c.p2p().progress(), sleep),
+        None => wait::try_wait_after(policy(c), made, done, || c.p2p().progress(), sleep),
+        // A crowd makes no bare rounds (`wait::bare_rounds`).
         Some(crowd) => wait::try_wait_crowded(policy(c), crowd, done, || c.p2p().progress(), sleep),
     }
 }
@@ -277,7 +288,7 @@ mod tests {
                 }
                 assert_eq!(c.route(), Some(Route::Device(core)));
                 let first = arrive(&c, core);
-                wait(&c, first).unwrap();
+                wait(&c, first, 0).unwrap();
                 barrier(&c, core).unwrap();
                 sync.wait();
                 if r == 1 {
