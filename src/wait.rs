@@ -58,14 +58,50 @@ pub const SPINS_OWN_CORE: u32 = 256;
 /// 17 µs when a pair's two threads share a core.
 pub const SPINS_CROWDED: u32 = 16;
 
+/// The wait of a blocking barrier on the device, after its arrival: the
+/// polls and rounds it makes before the general loop, inlined there with
+/// the arrival (`barrier::device::barrier`), then `rest`, the general loop,
+/// told how many rounds were made. Both lie on the way from one barrier to
+/// the next: a rank that keeps its core polls up to `first_round` times
+/// first (2 ranks: docs/benchmarks.md, "The blocking barrier's own path");
+/// one that gives its core up makes its quiet rounds here as bare rounds
+/// (`bare_rounds`), after which the loop counts on, so that its turns and
+/// sleeps come in the rounds they would without them. With the quiet
+/// rounds inside the general loop instead, hwbarr's barrier read
+/// 0.04-0.12x the floor more at 4 and 8 ranks on 2 cores; why its setup
+/// costs that much there is not resolved (docs/benchmarks.md,
+/// "Oversubscribed: the first rounds inlined").
+#[inline(always)]
+pub fn after_arrival<E>(
+    policy: WaitPolicy,
+    crowd: Option<Crowd>,
+    mut done: impl FnMut() -> Result<bool, E>,
+    rest: impl FnOnce(u32) -> Result<(), E>,
+) -> Result<(), E> {
+    for _ in 0..first_round(policy, crowd) {
+        if done()? {
+            return Ok(());
+        }
+        std::hint::spin_loop();
+    }
+    let bare = bare_rounds(policy, crowd);
+    for _ in 0..bare {
+        if done()? {
+            return Ok(());
+        }
+        std::thread::yield_now();
+    }
+    rest(bare)
+}
+
 /// Polls a blocking barrier makes before the general loop (`wait_by`)
-/// with its setup (`barrier::device::barrier`): the policy's own round, at
-/// most `SPINS_CROWDED`; none for a crowd of waiting threads, whose loop
-/// counts a thread among the waiters from its first poll, and none for a
-/// waiter that polls once a round (a shared core, or `spin` 1): the loop
-/// starts with that poll, and one more before it only delays the hand-off
-/// or the progress turn.
-pub fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
+/// with its setup (`after_arrival`): the policy's own round, at most
+/// `SPINS_CROWDED`; none for a crowd of waiting threads, whose loop counts
+/// a thread among the waiters from its first poll, and none for a waiter
+/// that polls once a round (a shared core, or `spin` 1): one more poll
+/// before its round only delays the hand-off or the progress turn. The
+/// loop then starts afresh.
+fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
     if crowd.is_some() || policy.spins <= 1 {
         0
     } else {
@@ -73,20 +109,15 @@ pub fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
     }
 }
 
-/// Rounds a blocking barrier on the device makes before the general loop
-/// as bare rounds, each one poll and a hand-off of the core, inlined with
-/// the arrival (`barrier::device::barrier`): the quiet rounds
-/// (`WaitPolicy::on_device`) of a waiter that polls once a round and is
-/// not one of a crowd of threads (whose loop counts it as a waiter from its
-/// first poll). The loop then counts on from them (`try_wait_after`), so
-/// the turns and sleeps come in the same rounds as before. Oversubscribed,
-/// each run of a rank starts with caches its core's other ranks filled,
-/// and the general loop's setup before the first poll cost about 0.1x the
-/// floor at 4 and 8 ranks on 2 cores (docs/benchmarks.md, "Oversubscribed:
-/// the first rounds inlined").
-pub fn bare_rounds(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
+/// Rounds a blocking barrier makes before the general loop as bare rounds,
+/// each one poll and a hand-off of the core (`after_arrival`): the quiet
+/// rounds (`WaitPolicy::on_device`) of a waiter that polls once a round
+/// and is not one of a crowd of threads (whose loop counts it as a waiter
+/// from its first poll); never more than the rounds it yields before it
+/// may sleep, which a bare round could not tell.
+fn bare_rounds(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
     if crowd.is_none() && policy.spins == 1 && !policy.keeps_core() {
-        policy.quiet
+        policy.quiet.min(YIELDS_BEFORE_SLEEP)
     } else {
         0
     }
@@ -302,7 +333,8 @@ pub fn wait_until(
 
 /// The one waiting loop every wait in hwbarr goes through (a barrier on
 /// the device, point-to-point operations, a blocking barrier queued behind
-/// non-blocking ones). Polls `done` until it is true or fails. Between
+/// non-blocking ones), the device barrier after its first polls
+/// (`after_arrival`). Polls `done` until it is true or fails. Between
 /// rounds of `spins` polls it calls `progress` (Open MPI's progress engine,
 /// so that a peer's pending point-to-point traffic completes while we
 /// wait; see `Turn`; not in the policy's first `quiet` rounds), then
@@ -686,46 +718,143 @@ mod tests {
     }
 
     /// A device barrier's bare rounds are the quiet rounds of a waiter
-    /// that polls once a round and waits alone, none otherwise; the loop
-    /// counted on from them turns progress and sleeps in the rounds a whole
-    /// wait would, and turns none in rounds it was told were made.
+    /// that polls once a round, gives its core up and waits alone, never
+    /// more than its yields before a sleep; none otherwise.
     #[test]
-    fn bare_rounds_are_the_quiet_rounds_and_the_loop_counts_on() {
+    fn bare_rounds_are_the_quiet_rounds_of_a_lone_yielding_waiter() {
         let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 }.on_device();
         let own = WaitPolicy::for_node(2, 2, false, -1, None).on_device();
         let crowd = Some(Crowd { above: 2, policy: shared });
         assert_eq!(bare_rounds(shared, None), YIELDS_BEFORE_SLEEP);
         assert_eq!(bare_rounds(WaitPolicy { idle: Idle::Yield, ..shared }, None), YIELDS_BEFORE_SLEEP);
+        assert_eq!(bare_rounds(WaitPolicy { quiet: 10, ..shared }, None), YIELDS_BEFORE_SLEEP);
         assert_eq!(bare_rounds(own, None), 0);
         assert_eq!(bare_rounds(shared, crowd), 0);
         assert_eq!(bare_rounds(WaitPolicy { spins: 5, ..shared }, None), 0);
         assert_eq!(bare_rounds(WaitPolicy { quiet: 0, ..shared }, None), 0);
-        // After the bare rounds: a turn in the loop's first round, a poll
-        // before and after it, and a sleep after each turn (5 rounds), as
-        // in `a_device_wait_of_a_shared_core_starts_quiet`'s whole wait.
-        let made = bare_rounds(shared, None);
-        let after = |need: u64| {
-            let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
-            let r: Result<(), ()> = try_wait_after(
-                shared,
-                made,
+    }
+
+    /// What a device barrier's wait does after its arrival, before the
+    /// general loop: the polls it makes, and the rounds it tells the loop
+    /// were made; it ends at a poll that holds or fails, without the loop.
+    #[test]
+    fn after_arrival_polls_then_hands_the_rounds_made_to_the_loop() {
+        let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 }.on_device();
+        let own = WaitPolicy::for_node(2, 2, false, -1, None).on_device();
+        let crowd = Some(Crowd { above: 2, policy: shared });
+        // (polls before the loop, rounds made), or None if the loop never ran.
+        let run = |p: WaitPolicy, crowd: Option<Crowd>, end: Option<(u32, Result<bool, ()>)>| {
+            let mut polls = 0u32;
+            let mut made = None;
+            let r = after_arrival(
+                p,
+                crowd,
                 || {
                     polls += 1;
-                    Ok(polls > need)
+                    match end {
+                        Some((at, r)) if at == polls => r,
+                        _ => Ok(false),
+                    }
                 },
-                || {
-                    turns += 1;
-                    Turn::Idle
+                |m| {
+                    made = Some(m);
+                    Ok(())
                 },
-                || naps += 1,
             );
-            assert_eq!((r, polls), (Ok(()), need + 1));
-            (turns, naps)
+            (r, polls, made)
         };
-        assert_eq!(after(0), (0, 0));
-        assert_eq!(after(2 * 5), (5, 5));
-        // Told that no round was made, the loop makes the quiet rounds itself.
-        assert_eq!(counted_wait(shared, u64::from(made) + 2 * 5, |_| false), (5, 5));
+        assert_eq!(run(shared, None, None), (Ok(()), YIELDS_BEFORE_SLEEP, Some(YIELDS_BEFORE_SLEEP)));
+        assert_eq!(run(own, None, None), (Ok(()), SPINS_CROWDED, Some(0)));
+        assert_eq!(run(shared, crowd, None), (Ok(()), 0, Some(0)));
+        assert_eq!(run(WaitPolicy { spins: 5, ..shared }, None, None), (Ok(()), 5, Some(0)));
+        assert_eq!(run(shared, None, Some((2, Ok(true)))), (Ok(()), 2, None));
+        assert_eq!(run(shared, None, Some((3, Err(())))), (Err(()), 3, None));
+        assert_eq!(run(own, None, Some((16, Err(())))), (Err(()), 16, None));
+    }
+
+    /// One step of a traced wait.
+    #[derive(Debug, PartialEq)]
+    enum Step {
+        Poll,
+        Turn,
+        Nap,
+    }
+
+    /// The polls, turns and sleeps of a wait by `p` whose `need + 1`-th
+    /// poll holds (or fails, `fail`), whose `worked`-th turn did work: the
+    /// whole wait in the general loop, or `made.0` polls first (as
+    /// `after_arrival`'s bare rounds make them) and the loop told that
+    /// `made.1` rounds were made.
+    fn traced(p: WaitPolicy, made: Option<(u32, u32)>, need: u32, fail: bool, worked: u32) -> (Result<(), ()>, Vec<Step>) {
+        use std::cell::RefCell;
+        let log = RefCell::new(Vec::new());
+        let polls = RefCell::new(0u32);
+        let mut done = || {
+            log.borrow_mut().push(Step::Poll);
+            *polls.borrow_mut() += 1;
+            if *polls.borrow() > need {
+                if fail {
+                    Err(())
+                } else {
+                    Ok(true)
+                }
+            } else {
+                Ok(false)
+            }
+        };
+        let mut turns = 0;
+        let progress = || {
+            log.borrow_mut().push(Step::Turn);
+            turns += 1;
+            if turns == worked {
+                Turn::Worked
+            } else {
+                Turn::Idle
+            }
+        };
+        let sleep = || log.borrow_mut().push(Step::Nap);
+        let r = match made {
+            None => try_wait_until(p, done, progress, sleep),
+            Some((polled, told)) => (|| {
+                for _ in 0..polled {
+                    if done()? {
+                        return Ok(());
+                    }
+                }
+                try_wait_after(p, told, done, progress, sleep)
+            })(),
+        };
+        (r, log.into_inner())
+    }
+
+    /// The bare rounds and the loop counting on from them poll, turn
+    /// progress and sleep exactly as the whole wait in the loop does, for
+    /// every policy that makes bare rounds, whether a turn did work or not,
+    /// and whether the wait ends or fails.
+    #[test]
+    fn bare_rounds_and_the_loop_after_them_trace_as_the_whole_loop() {
+        for idle in [Idle::Yield, Idle::Sleep] {
+            for progress in [true, false] {
+                let p = WaitPolicy { spins: 1, progress, idle, quiet: 0 }.on_device();
+                let made = bare_rounds(p, None);
+                assert_eq!(made, YIELDS_BEFORE_SLEEP);
+                for worked in [0, 1, 3] {
+                    for need in 0..40 {
+                        for fail in [false, true] {
+                            let whole = traced(p, None, need, fail, worked);
+                            let split = traced(p, Some((made, made)), need, fail, worked);
+                            assert_eq!(split, whole, "{p:?} {worked} {need} {fail}");
+                        }
+                    }
+                }
+            }
+        }
+        // A loop not told of the rounds made, or told of rounds not made,
+        // would not trace the same.
+        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 }.on_device();
+        let whole = traced(p, None, 12, false, 0);
+        assert_ne!(traced(p, Some((3, 0)), 12, false, 0), whole);
+        assert_ne!(traced(p, Some((0, 3)), 12, false, 0), whole);
     }
 
     /// Tests of one barrier, `step` ns apart from `t0`: the tests (1-based)

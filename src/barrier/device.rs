@@ -60,13 +60,11 @@ pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>,
 /// The blocking barrier on a ready device: enter and wait.
 ///
 /// Short from one release to the next arrival, the path that lies on a
-/// 2-rank barrier's critical path for both ranks: the line barrier's
-/// arrival and, for a rank that keeps its core, a first round of polls
-/// (`wait::first_round`) are inlined here, before the general loop
-/// (`wait`) with its closures and progress turns (docs/benchmarks.md,
-/// "The blocking barrier's own path"). So are the quiet rounds of a rank
-/// that gives its core up (`wait::bare_rounds`): oversubscribed, a barrier
-/// is mostly over within them.
+/// barrier's critical path for every rank: the line barrier's arrival and
+/// the wait's first polls and rounds (`wait::after_arrival`) are inlined
+/// here, before the general loop (`wait`) with its closures and progress
+/// turns (docs/benchmarks.md, "The blocking barrier's own path" and
+/// "Oversubscribed: the first rounds inlined").
 #[inline(always)]
 pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
     let t = match core {
@@ -76,21 +74,7 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
         }
         _ => arrive(c, core),
     };
-    let (policy, crowd) = (policy(c), c.crowd());
-    for _ in 0..wait::first_round(policy, crowd) {
-        if released(c, t)? {
-            return Ok(());
-        }
-        std::hint::spin_loop();
-    }
-    let bare = wait::bare_rounds(policy, crowd);
-    for _ in 0..bare {
-        if released(c, t)? {
-            return Ok(());
-        }
-        std::thread::yield_now();
-    }
-    wait(c, t, bare)
+    wait::after_arrival(policy(c), c.crowd(), || released(c, t), |made| wait(c, t, made))
 }
 
 /// The line barrier's arrival as rank `me` (`arrive`): a store to the
@@ -217,7 +201,7 @@ fn policy<P: P2p>(c: &Comm<P>) -> WaitPolicy {
 }
 
 /// Waits by the device's policy (`policy`) until `t` is released (or the
-/// device failed), after the `made` bare rounds of `barrier`.
+/// device failed), after the `made` rounds of `wait::after_arrival`.
 pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket, made: u32) -> Result<(), c_int> {
     let seg: &Segment = c.segment().expect("device set up");
     let me = c.layout().expect("layout").me;
@@ -237,8 +221,10 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket, made: u32) -> Result<(), c_int> {
     let done = || released(c, t);
     match c.crowd() {
         None => wait::try_wait_after(policy(c), made, done, || c.p2p().progress(), sleep),
-        // A crowd makes no bare rounds (`wait::bare_rounds`).
-        Some(crowd) => wait::try_wait_crowded(policy(c), crowd, done, || c.p2p().progress(), sleep),
+        Some(crowd) => {
+            debug_assert_eq!(made, 0, "a crowd makes no bare rounds");
+            wait::try_wait_crowded(policy(c), crowd, done, || c.p2p().progress(), sleep)
+        }
     }
 }
 
