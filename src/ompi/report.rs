@@ -211,24 +211,58 @@ pub fn guard<T>(what: &str, fail: T, f: impl FnOnce() -> T) -> T {
 /// Runs `f`; a panic in it (a bug of hwbarr's) ends as None plus one
 /// warning that names `what` (made only then) and the panic's message.
 /// Inlined: on a barrier's fast path it costs no call, only an unwind
-/// table entry.
+/// table entry; the warning is made off that path (`panicked`).
 #[inline(always)]
 pub fn contain<T>(what: impl FnOnce() -> String, f: impl FnOnce() -> T) -> Option<T> {
-    catch_unwind(AssertUnwindSafe(f))
-        .map_err(|e| {
-            let msg = e
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| e.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            warn(Topic::InternalError, &format!("internal error in {}: {msg}", what()));
-        })
-        .ok()
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(payload) => {
+            panicked(what, payload);
+            None
+        }
+    }
+}
+
+/// The warning for a panic that `contain` caught. Contained itself: a
+/// panic while it is made (formatting, writing, the payload's drop) is
+/// dropped, so that `contain` needs no second containment around it.
+#[cold]
+#[inline(never)]
+fn panicked(what: impl FnOnce() -> String, payload: Box<dyn std::any::Any + Send>) {
+    let again = catch_unwind(AssertUnwindSafe(move || {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        warn(Topic::InternalError, &format!("internal error in {}: {msg}", what()));
+        drop(payload);
+    }));
+    if let Err(p) = again {
+        // Its drop could panic again: leak it.
+        std::mem::forget(p);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A panic is contained, and so is one while it is reported: in the
+    /// `what` of the warning, or in the drop of the panic's payload.
+    #[test]
+    fn contain_keeps_every_panic_in() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("the payload's drop panics too");
+            }
+        }
+        assert_eq!(contain(|| "a test".into(), || 5), Some(5));
+        assert_eq!(contain(|| "a test".into(), || -> i32 { panic!("injected") }), None);
+        assert_eq!(contain(|| panic!("the warning's what panics"), || -> i32 { panic!("injected") }), None);
+        assert_eq!(contain(|| "a test".into(), || -> i32 { std::panic::panic_any(Bomb) }), None);
+    }
 
     #[test]
     fn every_topic_is_in_the_built_in_help_file() {
