@@ -223,23 +223,33 @@ pub fn contain<T>(what: impl FnOnce() -> String, f: impl FnOnce() -> T) -> Optio
     }
 }
 
-/// The warning for a panic that `contain` caught. Contained itself: a
-/// panic while it is made (formatting, writing, the payload's drop) is
-/// dropped, so that `contain` needs no second containment around it.
+/// The warning for a panic that `contain` caught, contained itself, so
+/// that `contain` needs no second containment around it: a panic while the
+/// warning is made (in `what`, formatting, writing) leaves a fixed line
+/// instead, and the payload is dropped apart, once nothing unwinds (a
+/// panic in its drop then only leaks it; during an unwind it would abort).
 #[cold]
 #[inline(never)]
 fn panicked(what: impl FnOnce() -> String, payload: Box<dyn std::any::Any + Send>) {
-    let again = catch_unwind(AssertUnwindSafe(move || {
+    let said = catch_unwind(AssertUnwindSafe(|| {
         let msg = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_default();
         warn(Topic::InternalError, &format!("internal error in {}: {msg}", what()));
-        drop(payload);
     }));
-    if let Err(p) = again {
-        // Its drop could panic again: leak it.
+    if let Err(p) = said {
+        std::mem::forget(p);
+        let fallback = catch_unwind(|| plain("internal error, and another while reporting it"));
+        if let Err(p) = fallback {
+            std::mem::forget(p);
+        }
+    }
+    #[cfg(test)]
+    tests::WARNED.with(|w| w.set(w.get() + 1));
+    if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        // Its drop panicked: leak what it left.
         std::mem::forget(p);
     }
 }
@@ -248,8 +258,14 @@ fn panicked(what: impl FnOnce() -> String, payload: Box<dyn std::any::Any + Send
 mod tests {
     use super::*;
 
-    /// A panic is contained, and so is one while it is reported: in the
-    /// `what` of the warning, or in the drop of the panic's payload.
+    thread_local! {
+        /// Warnings (or their fixed fallback) `panicked` made on this thread.
+        pub static WARNED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    /// A panic is contained with one warning, and so is one while it is
+    /// reported: in the `what` of the warning, in the drop of the panic's
+    /// payload, or both at once.
     #[test]
     fn contain_keeps_every_panic_in() {
         struct Bomb;
@@ -258,10 +274,15 @@ mod tests {
                 panic!("the payload's drop panics too");
             }
         }
+        let warned = || WARNED.with(|w| w.get());
+        let w0 = warned();
         assert_eq!(contain(|| "a test".into(), || 5), Some(5));
+        assert_eq!(warned(), w0);
         assert_eq!(contain(|| "a test".into(), || -> i32 { panic!("injected") }), None);
         assert_eq!(contain(|| panic!("the warning's what panics"), || -> i32 { panic!("injected") }), None);
         assert_eq!(contain(|| "a test".into(), || -> i32 { std::panic::panic_any(Bomb) }), None);
+        assert_eq!(contain(|| panic!("the warning's what panics"), || -> i32 { std::panic::panic_any(Bomb) }), None);
+        assert_eq!(warned(), w0 + 4);
     }
 
     #[test]
