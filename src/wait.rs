@@ -785,7 +785,13 @@ mod tests {
     /// whole wait in the general loop, or `made.0` polls first (as
     /// `after_arrival`'s bare rounds make them) and the loop told that
     /// `made.1` rounds were made.
-    fn traced(p: WaitPolicy, made: Option<(u32, u32)>, need: u32, fail: bool, worked: u32) -> (Result<(), ()>, Vec<Step>) {
+    fn traced(
+        p: WaitPolicy,
+        made: Option<(u32, u32)>,
+        need: u32,
+        fail: bool,
+        worked: u32,
+    ) -> (Result<(), ()>, Vec<Step>) {
         use std::cell::RefCell;
         let log = RefCell::new(Vec::new());
         let polls = RefCell::new(0u32);
