@@ -795,7 +795,7 @@ mod tests {
         use std::cell::RefCell;
         let log = RefCell::new(Vec::new());
         let polls = RefCell::new(0u32);
-        let mut done = || {
+        let done = || {
             log.borrow_mut().push(Step::Poll);
             *polls.borrow_mut() += 1;
             if *polls.borrow() > need {
