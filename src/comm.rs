@@ -53,7 +53,14 @@ impl Core {
         match self {
             Core::Toggle => format!(", toggle banks per level {}", seg.shape().describe()),
             Core::Polled => format!(", polled groups per level {}", seg.tree().describe()),
-            Core::Counter | Core::Line => String::new(),
+            Core::Line => match seg.line_in_use() {
+                (slot, Some((slots, ns, first))) => format!(
+                    ", line {slot} of {slots} candidates, fastest in their trial: {ns:.0} ns per barrier \
+                     against {first:.0} ns on the first"
+                ),
+                _ => String::new(),
+            },
+            Core::Counter => String::new(),
         }
     }
 
@@ -107,6 +114,9 @@ pub struct Options {
     /// How long a first exchange waits before the rank says whom it waits
     /// for (`exchange::lookout`); None: never.
     pub stall_notice: Option<Duration>,
+    /// Candidate lines the line barrier tries at the first barrier
+    /// (`coll_hwbarr_line_candidates`; 1 or less: none).
+    pub line_candidates: usize,
 }
 
 #[cfg(test)]
@@ -131,6 +141,7 @@ impl Options {
             crowd: None,
             facts: None,
             stall_notice: None,
+            line_candidates: 1,
         }
     }
 }
@@ -217,6 +228,18 @@ impl<P: P2p> Comm<P> {
 
     pub fn policy(&self) -> WaitPolicy {
         self.recounted.get().map_or(self.opts.policy, |w| w.0)
+    }
+
+    /// Candidate lines the line barrier would try on this node's device
+    /// (`exchange::line_pick`): the parameter's, where ranks keep their
+    /// cores; none (1) where they share them, as the scheduler, not the
+    /// line, sets a barrier's time there.
+    pub fn line_candidates(&self) -> usize {
+        if self.policy().keeps_core() {
+            self.opts.line_candidates
+        } else {
+            1
+        }
     }
 
     /// The policy while many threads of this process wait (MPI_THREAD_MULTIPLE).

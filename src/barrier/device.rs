@@ -54,7 +54,7 @@ impl Packed for Ticket {
 pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>, c_int> {
     let t = c.layout().expect("one-node layout");
     let asked = (c.settings(), c.asks_auto());
-    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout))
+    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout), c.line_candidates())
 }
 
 /// The blocking barrier on a ready device: enter and wait.

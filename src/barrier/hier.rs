@@ -88,7 +88,8 @@ impl<P: P2p> HierOp<P> {
                             None
                         } else {
                             let (p2p, place) = (st.p2p().clone(), st.place(t.me));
-                            Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None)?)
+                            let lines = st.line_candidates();
+                            Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None, lines)?)
                         };
                         st.adopt_layout(t, agreed);
                         match boot {

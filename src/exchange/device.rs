@@ -14,17 +14,23 @@
 //! Every member takes part, whatever its algorithm (`linear` too), and
 //! the messages carry each rank's settings (`words`): rank 0's algorithm is
 //! the one every member runs, and rank 0 names any member that differed.
+//!
+//! On the line barrier the verdict also says how many candidate lines the
+//! ranks try (rank 0's `line_candidates`), and the exchange ends with that
+//! trial on the segment (`line_pick`), so the first barrier hands over a
+//! device already on its fastest line.
 
 use std::collections::hash_map::RandomState;
 use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::Ordering::{Acquire, Release};
 
+use crate::exchange::line_pick::{LinePick, Picked};
 use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;
 use crate::ompi::report::{self, Topic};
-use crate::shm::segment::{Offer, Segment};
+use crate::shm::segment::{Offer, Segment, LINE_SLOTS};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
 use crate::topology::{self, Place};
@@ -38,8 +44,8 @@ const OTHER_VERSION: u64 = u64::MAX - 2;
 const OFFER_WORDS: usize = 6 + SETTINGS_WORDS;
 /// hello, status, settings.
 const ANSWER_WORDS: usize = 2 + SETTINGS_WORDS;
-/// hello, verdict.
-const VERDICT_WORDS: usize = 2;
+/// hello, verdict, candidate lines to try (1: none).
+const VERDICT_WORDS: usize = 3;
 const VERDICT_DEVICE: u64 = 0;
 const VERDICT_FALLBACK: u64 = 1;
 const VERDICT_LINEAR: u64 = 2;
@@ -81,6 +87,8 @@ enum Stage {
     Answers,
     /// Rank 0: verdicts out.
     Verdict,
+    /// Every rank: the trial of the line barrier's candidate lines.
+    Pick,
     Done,
 }
 
@@ -115,6 +123,10 @@ pub struct DeviceExchange<P: P2p> {
     lookout: Option<Lookout>,
     /// Our place in the node's caches, written into the segment's table.
     place: Place,
+    /// Candidate lines the line barrier tries (rank 0's count wins).
+    lines: usize,
+    /// During the trial (`Stage::Pick`): it, the agreement, the device.
+    picking: Option<(LinePick, Agreed, Segment)>,
 }
 
 impl<P: P2p> DeviceExchange<P> {
@@ -122,7 +134,8 @@ impl<P: P2p> DeviceExchange<P> {
     /// at least 2) as `members[me]`, with our `settings` (rank 0's win;
     /// `auto`: their algorithm is `auto` resolved) and our `place` in the
     /// node's caches (the trees follow them); `lookout` when it is the
-    /// communicator's first exchange.
+    /// communicator's first exchange; `lines`: the candidate lines the line
+    /// barrier would try (`line_pick`; 1 or less: none), rank 0's counts.
     pub fn start(
         p2p: P,
         members: &[c_int],
@@ -130,6 +143,7 @@ impl<P: P2p> DeviceExchange<P> {
         (settings, auto): (Settings, bool),
         place: Place,
         lookout: Option<Lookout>,
+        lines: usize,
     ) -> Result<DeviceExchange<P>, c_int> {
         let n = members.len();
         let mut b = DeviceExchange {
@@ -148,6 +162,8 @@ impl<P: P2p> DeviceExchange<P> {
             disagreement: None,
             lookout,
             place,
+            lines,
+            picking: None,
         };
         if me == 0 {
             let [s0, s1] = settings.words();
@@ -269,6 +285,8 @@ impl<P: P2p> DeviceExchange<P> {
             Err(_) if linear => VERDICT_LINEAR,
             Err(_) => VERDICT_FALLBACK,
         };
+        let trial = verdict.is_ok() && self.settings.algorithm == Algorithm::Line && self.lines >= 2;
+        self.verdict[2] = if trial { self.lines.min(LINE_SLOTS) as u64 } else { 1 };
         // Falling back, nobody runs the algorithms compared: no disagreement.
         if self.verdict[1] != VERDICT_FALLBACK {
             self.disagreement = words::differ(&algs)
@@ -306,7 +324,11 @@ impl<P: P2p> DeviceExchange<P> {
     /// set here, for the members that the verdict already released onto it.
     pub fn poll(&mut self) -> Result<Option<(Agreed, Option<Segment>)>, c_int> {
         let r = self.advance();
-        if let (Some(Ok(seg)), Err(rc)) = (&self.outcome, &r) {
+        let seg = match (&self.outcome, &self.picking) {
+            (Some(Ok(seg)), _) | (_, Some((_, _, seg))) => Some(seg),
+            _ => None,
+        };
+        if let (Some(seg), Err(rc)) = (seg, &r) {
             if crate::p2p::is_process_failure(*rc) {
                 seg.set_revoked(*rc);
             } else {
@@ -359,7 +381,30 @@ impl<P: P2p> DeviceExchange<P> {
                     };
                     let algorithm = if self.verdict[1] == VERDICT_LINEAR { Algorithm::Linear } else { self.chosen };
                     let agreed = Agreed { algorithm, inter: None, fallback, disagreement: self.disagreement.take() };
-                    return Ok(Some((agreed, segment)));
+                    let lines = self.verdict[2] as usize;
+                    match segment {
+                        Some(seg) if algorithm == Algorithm::Line && (2..=LINE_SLOTS).contains(&lines) => {
+                            let pick = LinePick::new(self.me, lines, crate::wait::now_ns);
+                            self.picking = Some((pick, agreed, seg));
+                            self.stage = Stage::Pick;
+                        }
+                        _ => return Ok(Some((agreed, segment))),
+                    }
+                }
+                Stage::Pick => {
+                    let (pick, _, seg) = self.picking.as_mut().expect("a trial under way");
+                    let Ok(done) = pick.poll(seg) else {
+                        // A rank marked the device failed: hand on its error.
+                        return Err(seg.revoked().unwrap_or(ERROR));
+                    };
+                    let Some(Picked { slot, count, times }) = done else { return Ok(None) };
+                    let (pick, agreed, mut seg) = self.picking.take().expect("a trial under way");
+                    seg.use_line(slot, count);
+                    if let Some((ns, first)) = times {
+                        seg.note_line_trial(pick.slots(), ns, first);
+                    }
+                    self.stage = Stage::Done;
+                    return Ok(Some((agreed, Some(seg))));
                 }
                 Stage::Done => return Err(ERROR),
             }
@@ -399,9 +444,15 @@ mod tests {
 
     /// As `exchange`, with the ranks in `others` speaking the next protocol.
     fn exchange_versions(algs: &[Algorithm], others: &[usize]) -> Vec<(Agreed, Option<Segment>)> {
+        exchange_lines(algs, others, &vec![1; algs.len()])
+    }
+
+    /// As `exchange_versions`, rank r offering `lines[r]` candidate lines.
+    fn exchange_lines(algs: &[Algorithm], others: &[usize], lines: &[usize]) -> Vec<(Agreed, Option<Segment>)> {
         let n = algs.len();
         let algs = algs.to_vec();
         let others = others.to_vec();
+        let lines = lines.to_vec();
         mem::run(mem::network(&vec!["a"; n]), move |ep| {
             let me = ep.rank() as usize;
             if others.contains(&me) {
@@ -411,7 +462,7 @@ mod tests {
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
             let s = Settings { algorithm: algs[me].for_node(n, me.is_multiple_of(2)), inter: None };
-            let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None)
+            let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None, lines[me])
                 .unwrap();
             loop {
                 if let Some(a) = b.poll().unwrap() {
@@ -474,6 +525,30 @@ mod tests {
         assert!(out.iter().all(|(a, _)| a.algorithm == want));
         let d = out[0].0.disagreement.as_deref().expect("rank 2 named");
         assert!(d.contains("counter on rank 2") && !d.contains("rank 1"), "{d}");
+    }
+
+    /// On the line barrier the ranks try rank 0's count of candidate lines
+    /// and all end on the same one, at the same count (here, with rank 0's
+    /// 16: the line barrier's 3 ranks then pass a barrier on it); with 1,
+    /// or another algorithm, nobody tries any and the first line serves.
+    #[test]
+    fn line_ranks_end_the_exchange_on_one_candidate_line() {
+        use crate::core::line;
+        use Algorithm::*;
+        let out = exchange_lines(&[Line, Line, Line], &[], &[16, 1, 1]);
+        let used: Vec<_> = out.iter().map(|(_, seg)| seg.as_ref().unwrap().line_in_use()).collect();
+        assert!(used.iter().all(|u| u.0 == used[0].0), "{used:?}");
+        let (slots, ns, first) = used[0].1.expect("rank 0 notes the trial");
+        assert!(slots == 16 && ns > 0.0 && ns <= first, "{used:?}");
+        assert!(used[1..].iter().all(|u| u.1.is_none()));
+        let segs: Vec<&Segment> = out.iter().map(|(_, s)| s.as_ref().unwrap()).collect();
+        let counts: Vec<_> = segs.iter().enumerate().map(|(r, s)| line::arrive(s.line_wires(), r, s.line_mine())).collect();
+        assert!(counts.iter().all(|&c| c == counts[0]));
+        assert!(segs.iter().zip(&counts).all(|(s, &c)| line::is_released(s.line_wires(), c)));
+        for (algs, lines) in [([Line, Line], [1, 16]), ([Counter, Counter], [16, 16])] {
+            let out = exchange_lines(&algs, &[], &lines);
+            assert!(out.iter().all(|(_, s)| s.as_ref().unwrap().line_in_use() == (0, None)), "{algs:?} {lines:?}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::settings::Algorithm;
 
 pub mod device;
 pub mod layout;
+pub mod line_pick;
 pub mod lookout;
 pub mod words;
 

@@ -35,7 +35,9 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// (`polled`).
 /// Version 6: a second line per rank after the polled wires, where a
 /// polled leader marks its arrival (so that others can read for it).
-pub const PROTOCOL: u64 = 6;
+/// Version 7: the device's verdict carries the candidate lines the line
+/// barrier tries (`exchange::line_pick`), which the segment holds.
+pub const PROTOCOL: u64 = 7;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
 /// This rank's protocol version: `PROTOCOL`; in unit tests, where threads
@@ -170,7 +172,7 @@ mod tests {
         assert_eq!(Settings::requested_from_words(&[99, 0]), None);
         assert_eq!(greeting(hello()), Greeting::Ours);
         assert_eq!(greeting(0), Greeting::Stranger);
-        assert_eq!(greeting((MAGIC << 32) | 7), Greeting::Version(7));
+        assert_eq!(greeting((MAGIC << 32) | (PROTOCOL + 1)), Greeting::Version(PROTOCOL + 1));
         assert_eq!(greeting(crate::p2p::FAILED), Greeting::Stranger);
         assert!(!crate::p2p::is_failure(hello()));
         assert_eq!(differ(&[(0, "a"), (1, "a")]), None);

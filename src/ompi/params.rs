@@ -37,6 +37,8 @@ pub struct Params {
     /// Seconds a first exchange waits before the rank says whom it waits
     /// for; 0 or less: never.
     pub stall_notice: c_int,
+    /// Candidate lines the line barrier tries at its first barrier.
+    pub line_candidates: c_int,
 }
 
 // Storage Open MPI's variable system writes into (it needs stable
@@ -48,6 +50,9 @@ static mut SPIN: c_int = -1;
 /// job's path, short of a batch job's time limit.
 pub const DEFAULT_STALL_NOTICE: c_int = 60;
 static mut STALL_NOTICE: c_int = DEFAULT_STALL_NOTICE;
+/// Default of `line_candidates`: every candidate line the segment holds.
+pub const DEFAULT_LINE_CANDIDATES: c_int = crate::shm::segment::LINE_SLOTS as c_int;
+static mut LINE_CANDIDATES: c_int = DEFAULT_LINE_CANDIDATES;
 static mut ALGORITHM: c_int = 0;
 static mut IDLE: c_int = 0;
 static mut INTER: c_int = 0;
@@ -61,12 +66,13 @@ static TOPOLOGY: std::sync::OnceLock<Topology> = std::sync::OnceLock::new();
 pub fn current() -> Params {
     // SAFETY: Open MPI writes these only while registering or setting
     // variables, which it does before asking the component anything.
-    let (priority, verbose, spin, stall_notice, alg, idle, inter) = unsafe {
+    let (priority, verbose, spin, stall_notice, line_candidates, alg, idle, inter) = unsafe {
         (
             *addr_of_mut!(PRIORITY),
             *addr_of_mut!(VERBOSE),
             *addr_of_mut!(SPIN),
             *addr_of_mut!(STALL_NOTICE),
+            *addr_of_mut!(LINE_CANDIDATES),
             *addr_of_mut!(ALGORITHM),
             *addr_of_mut!(IDLE),
             *addr_of_mut!(INTER),
@@ -77,7 +83,17 @@ pub fn current() -> Params {
         usize::try_from(i).ok().and_then(T::from_index).unwrap_or(T::CHOICES[0].value)
     }
     let topology = TOPOLOGY.get().copied().unwrap_or(Topology::Auto);
-    Params { priority, algorithm: pick(alg), verbose, spin, idle: pick(idle), inter: pick(inter), topology, stall_notice }
+    Params {
+        priority,
+        algorithm: pick(alg),
+        verbose,
+        spin,
+        idle: pick(idle),
+        inter: pick(inter),
+        topology,
+        stall_notice,
+        line_candidates,
+    }
 }
 
 /// Registers a choice parameter as an MCA enum built from its table.
@@ -175,6 +191,16 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                   0 or less: never say it. Default: 60",
                 Lvl::OPAL_INFO_LVL_6,
                 addr_of_mut!(STALL_NOTICE),
+            ),
+            int(
+                c"line_candidates",
+                c"Cache lines the line barrier tries at a communicator's first barrier, keeping the fastest \
+                  for the barriers after it (a line passed between cores costs more or less by its address: \
+                  on mesh CPUs each line has its home in one L3 slice). Rank 0's value counts. The trial runs \
+                  a few hundred barriers per line, only when the node's ranks each have a core. 1 or less: \
+                  no trial, the first line; at most 16. Default: 16",
+                Lvl::OPAL_INFO_LVL_9,
+                addr_of_mut!(LINE_CANDIDATES),
             ),
             register_choice::<Option<InterAlgorithm>>(component, Lvl::OPAL_INFO_LVL_5, addr_of_mut!(INTER)),
             mca_base_component_var_register(

@@ -42,6 +42,14 @@ const FAILED_BY_HWBARR: u32 = 1;
 /// Its flag when Open MPI revoked the collectives, over the MPI error.
 const REVOKED: u32 = 1 << 31;
 const _: () = assert!(std::mem::size_of::<Header>() <= FAILED_AT);
+/// Where rank 0 says which of the line barrier's candidate lines the ranks
+/// keep (`exchange::line_pick`): in the header's line too, written once.
+const LINE_PICK_AT: usize = 48;
+const _: () = assert!(std::mem::size_of::<Header>() <= LINE_PICK_AT && LINE_PICK_AT + 4 <= FAILED_AT);
+
+/// Candidate lines for the line barrier's wires: the ranks try them at
+/// their first barrier and keep the fastest (`exchange::line_pick`).
+pub const LINE_SLOTS: usize = 16;
 
 /// Byte offsets of the regions inside a segment for `n` ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +63,8 @@ pub struct Layout {
     asleep_at: usize,
     places_at: usize,
     line_at: usize,
+    /// Bytes from one candidate line of the line barrier to the next.
+    line_stride: usize,
     doorbell: usize,
     own_at: usize,
     entered_at: usize,
@@ -74,7 +84,8 @@ impl Layout {
         let asleep_at = counters_at + ranks * line;
         let doorbell = asleep_at + ranks * line;
         let line_at = doorbell + line;
-        let own_at = line_at + ranks.div_ceil(line) * line;
+        let line_stride = ranks.div_ceil(line) * line;
+        let own_at = line_at + LINE_SLOTS * line_stride;
         let entered_at = own_at + ranks * line;
         let places_at = entered_at + ranks * line;
         let end = places_at + ranks * std::mem::size_of::<u64>();
@@ -89,6 +100,7 @@ impl Layout {
             asleep_at,
             places_at,
             line_at,
+            line_stride,
             doorbell,
             own_at,
             entered_at,
@@ -118,6 +130,12 @@ pub struct Segment {
     /// When this process helps the leaders of a polled barrier in flight
     /// (`barrier::device::tested`).
     help: HelpPace,
+    /// Where the line barrier's wires lie: the candidate line picked
+    /// (`use_line`), the first until then.
+    line_wires_at: usize,
+    /// Rank 0, after the trial of the candidate lines: (candidates, ns per
+    /// barrier on the line picked, on the first line).
+    line_trial: Option<(usize, f64, f64)>,
     /// This rank's count on the line barrier's wire, in process memory
     /// (`core::line::arrive`).
     line_mine: AtomicU8,
@@ -144,7 +162,17 @@ fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
 impl Segment {
     /// A segment mapped at `base`, before its device is sealed.
     fn mapped(base: NonNull<u8>, layout: Layout, fd: Option<OwnedFd>) -> Segment {
-        Segment { base, layout, fd, shape: None, help: HelpPace::new(), line_mine: AtomicU8::new(0) }
+        let line_wires_at = layout.line_at;
+        Segment {
+            base,
+            layout,
+            fd,
+            shape: None,
+            help: HelpPace::new(),
+            line_wires_at,
+            line_trial: None,
+            line_mine: AtomicU8::new(0),
+        }
     }
 
     /// Creates a zeroed segment for `ranks` ranks, stamped with `token`.
@@ -338,12 +366,50 @@ impl Segment {
     }
 
     /// The line barrier's wires, one byte per rank, on as few lines as
-    /// hold them.
+    /// hold them: on the candidate line the ranks picked (`use_line`).
     pub fn line_wires(&self) -> &[AtomicU8] {
+        // SAFETY: as in `wires`: inside the mapping (a candidate line),
+        // bytes need no alignment, zero-initialised.
+        unsafe { self.slice::<AtomicU8>(self.line_wires_at, self.layout.ranks) }
+    }
+
+    /// Candidate line `slot` (below `LINE_SLOTS`) for the line barrier's
+    /// wires, as `line_wires`.
+    pub fn line_candidate(&self, slot: usize) -> &[AtomicU8] {
+        assert!(slot < LINE_SLOTS, "candidate line {slot} of {LINE_SLOTS}");
         let l = &self.layout;
-        // SAFETY: as in `wires`: inside the mapping, bytes need no
-        // alignment, zero-initialised.
-        unsafe { self.slice::<AtomicU8>(l.line_at, l.ranks) }
+        // SAFETY: as in `line_wires`: the candidate lines lie between
+        // `line_at` and `own_at`.
+        unsafe { self.slice::<AtomicU8>(l.line_at + slot * l.line_stride, l.ranks) }
+    }
+
+    /// From now on the line barrier runs on candidate line `slot`, where
+    /// this rank's count is `count` (`exchange::line_pick`). Before the
+    /// device is shared with anything but the pick.
+    pub fn use_line(&mut self, slot: usize, count: u8) {
+        assert!(slot < LINE_SLOTS, "candidate line {slot} of {LINE_SLOTS}");
+        self.line_wires_at = self.layout.line_at + slot * self.layout.line_stride;
+        self.line_mine.store(count, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Rank 0: what the trial of `slots` candidate lines measured (ns per
+    /// barrier on the line picked and on the first), for the verbose line.
+    pub fn note_line_trial(&mut self, slots: usize, picked_ns: f64, first_ns: f64) {
+        self.line_trial = Some((slots, picked_ns, first_ns));
+    }
+
+    /// The candidate line in use and, on rank 0 after a trial, what
+    /// `note_line_trial` noted.
+    pub fn line_in_use(&self) -> (usize, Option<(usize, f64, f64)>) {
+        let l = &self.layout;
+        ((self.line_wires_at - l.line_at) / l.line_stride, self.line_trial)
+    }
+
+    /// The word where rank 0 announces the candidate line picked.
+    pub fn line_pick(&self) -> &AtomicU32 {
+        // SAFETY: LINE_PICK_AT lies in the first line, past the header,
+        // inside the mapping, 4-byte aligned, zero-initialised.
+        unsafe { &self.slice::<AtomicU32>(LINE_PICK_AT, 1)[0] }
     }
 
     /// This rank's own count on the line barrier (`core::line::arrive`).
@@ -392,7 +458,7 @@ mod tests {
         assert!(
             l.line_at + 8 <= l.own_at && l.own_at + 8 * 128 <= l.entered_at && l.entered_at + 8 * 128 <= l.places_at
         );
-        assert_eq!(Layout::new(200).own_at - Layout::new(200).line_at, 256);
+        assert_eq!(Layout::new(200).own_at - Layout::new(200).line_at, LINE_SLOTS * 256);
         assert!(Layout::new(1000).len >= 128 * (4 * 1000 + 16 + 3));
     }
 
