@@ -32,14 +32,20 @@
  *              and of the bench's floor), on an MPI shared window; with
  *              more ranks than cpus each look is followed by sched_yield
  *              instead of the pause (the scheduler's floor, as in
- *              examples/sched_floor.rs), run by the same MPI processes;
+ *              examples/sched_floor.rs), run by the same MPI processes.
+ *              With no more ranks than cpus, the fastest of FLOOR_LINES
+ *              lines of the window (a line's transfer costs more or less
+ *              by its address), picked by rank 0 timing each the way
+ *              hwbarr's line barrier picks its own (`line_candidates`);
  *     self:    MPI_Barrier(MPI_COMM_SELF), a short MPI call path that
  *              waits for nobody: it measures how fast this rank's cpu runs
  *              code just now (on a virtual machine the cpu a rank is bound
  *              to can be slowed by what runs beside it on the host).
  *   Prints, per round: round=<b> barrier_ns=<rank 0's> floor_ns=<rank
  *   0's> self_ns=<rank 0's>,<rank 1's>,... then
- *   ranks=<n> mode=pace iters=<timed iterations of each loop> placement=...
+ *   ranks=<n> mode=pace iters=<timed iterations of each loop>
+ *   floor_line=<line picked> floor_first_ns=<ns per barrier on the first
+ *   line in the trial> floor_picked_ns=<on the line picked> placement=...
  *
  * progress (at least 2 ranks; `iters` operations of each kind, default 100):
  *   whether a rank waiting in MPI_Barrier still serves its peers' traffic,
@@ -246,12 +252,15 @@ static void persistent(int rank, int size, long iters, long warmup) {
  * bump our byte (7-bit count, kept in this process's memory so that an
  * arrival only stores, as hwbarr's line barrier does), then poll until
  * every byte is at our count or one past it (a peer already in the next
- * barrier). One line per process: `mine` is its count. */
-static unsigned char mine;
+ * barrier). `*mine` is this process's count on that line. */
+/* The floor's candidate lines, its trial's barriers per line and passes. */
+#define FLOOR_LINES 16
+#define FLOOR_TRIAL 200
+#define FLOOR_PASSES 3
 /* More ranks than cpus: the floor's waiters give their cpu up after each look. */
 static int floor_yields;
-static void line_barrier(volatile unsigned char *wires, int rank, int size) {
-    unsigned char c = mine = (unsigned char)((mine + 1) & 0x7f);
+static void line_barrier(volatile unsigned char *wires, unsigned char *mine, int rank, int size) {
+    unsigned char c = *mine = (unsigned char)((*mine + 1) & 0x7f);
     __atomic_store_n(&wires[rank], c, __ATOMIC_RELEASE);
     for (;;) {
         int all = 1;
@@ -293,20 +302,46 @@ static void pace(int rank, int size, long iters, long warmup) {
     }
     MPI_Win win;
     unsigned char *base;
-    MPI_Win_allocate_shared(rank == 0 ? 256 : 0, 1, MPI_INFO_NULL, node, &base, &win);
+    MPI_Win_allocate_shared(rank == 0 ? 64 + 128 * (FLOOR_LINES + 1) : 0, 1, MPI_INFO_NULL, node, &base, &win);
     MPI_Aint bytes;
     int unit;
     unsigned char *mem;
     MPI_Win_shared_query(win, 0, &bytes, &unit, &mem);
-    /* The first 64-byte line that starts inside the window past its first
-     * 64 bytes (MPI does not promise an aligned base): the same line for
-     * every rank, as the mapping's offset within a page is the same. */
-    volatile unsigned char *wires = (volatile unsigned char *)(((uintptr_t)mem + 64 + 63) & ~(uintptr_t)63);
-    if (rank == 0) memset((void *)wires, 0, 64);
+    /* The candidate lines: the first 128-byte boundary inside the window
+     * past its first 64 bytes (MPI does not promise an aligned base), then
+     * every 128 bytes (x86 fetches lines in pairs; hwbarr's candidates are
+     * 128 bytes apart too): the same lines for every rank, as the mapping's
+     * offset within a page is the same. */
+    volatile unsigned char *lines = (volatile unsigned char *)(((uintptr_t)mem + 64 + 127) & ~(uintptr_t)127);
+    if (rank == 0) memset((void *)lines, 0, 128 * FLOOR_LINES);
+    unsigned char counts[FLOOR_LINES] = {0};
     MPI_Barrier(MPI_COMM_WORLD);
+    /* Rank 0 times FLOOR_TRIAL barriers on each line, FLOOR_PASSES times,
+     * and keeps the line with the fastest pass. Oversubscribed, the
+     * scheduler sets the floor: the first line. */
+    int pick = 0;
+    double trial[FLOOR_LINES];
+    for (int l = 0; l < FLOOR_LINES; l++) trial[l] = 1e300;
+    if (!floor_yields) {
+        for (int pass = 0; pass < FLOOR_PASSES; pass++) {
+            for (int l = 0; l < FLOOR_LINES; l++) {
+                volatile unsigned char *w = lines + 128 * l;
+                line_barrier(w, &counts[l], rank, size);
+                double t0 = MPI_Wtime();
+                for (int i = 0; i < FLOOR_TRIAL; i++) line_barrier(w, &counts[l], rank, size);
+                double ns = (MPI_Wtime() - t0) * 1e9 / FLOOR_TRIAL;
+                if (ns < trial[l]) trial[l] = ns;
+            }
+        }
+        for (int l = 1; l < FLOOR_LINES; l++)
+            if (trial[l] < trial[pick]) pick = l;
+        MPI_Bcast(&pick, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+    volatile unsigned char *wires = lines + 128 * pick;
+    unsigned char *mine = &counts[pick];
     for (long i = 0; i < warmup; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
-        line_barrier(wires, rank, size);
+        line_barrier(wires, mine, rank, size);
     }
     long per = iters / BLOCKS > 0 ? iters / BLOCKS : 1;
     double t[3 * BLOCKS];
@@ -315,15 +350,15 @@ static void pace(int rank, int size, long iters, long warmup) {
          * loop starts together on every rank (an untimed floor barrier). */
         for (int k = 0; k < 2; k++) {
             int floor_loop = (k + b) % 2;
-            line_barrier(wires, rank, size);
+            line_barrier(wires, mine, rank, size);
             double t0 = MPI_Wtime();
             if (floor_loop)
-                for (long i = 0; i < per; i++) line_barrier(wires, rank, size);
+                for (long i = 0; i < per; i++) line_barrier(wires, mine, rank, size);
             else
                 for (long i = 0; i < per; i++) MPI_Barrier(MPI_COMM_WORLD);
             t[3 * b + floor_loop] = (MPI_Wtime() - t0) * 1e9 / per;
         }
-        line_barrier(wires, rank, size);
+        line_barrier(wires, mine, rank, size);
         double t2 = MPI_Wtime();
         for (long i = 0; i < per; i++) MPI_Barrier(MPI_COMM_SELF);
         t[3 * b + 2] = (MPI_Wtime() - t2) * 1e9 / per;
@@ -338,6 +373,8 @@ static void pace(int rank, int size, long iters, long warmup) {
             printf("\n");
         }
         printf("ranks=%d mode=pace iters=%ld", size, per * BLOCKS);
+        if (!floor_yields)
+            printf(" floor_line=%d floor_first_ns=%.1f floor_picked_ns=%.1f", pick, trial[0], trial[pick]);
         free(all);
     }
     print_placement(rank, size, cpu0, cpu1, 0);
