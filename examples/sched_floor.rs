@@ -5,7 +5,9 @@
 //! a barrier component does inside MPI, it cannot beat this by much: each
 //! core must switch between its ranks at least once per barrier. With no
 //! more ranks than cores the waiters spin instead (the floor is then the
-//! cache-line transfer).
+//! cache-line transfer, and the line core runs on the fastest of the
+//! candidate lines hwbarr's line barrier tries, picked the same way:
+//! `shm::line_pick`).
 //! Also measures one yield hand-off (two processes on one core passing a
 //! token by sched_yield), the unit cost behind it.
 //!
@@ -20,6 +22,8 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::time::Instant;
 
 use mca_coll_hwbarr::core::{counter, line};
+use mca_coll_hwbarr::shm::line_pick::LinePick;
+use mca_coll_hwbarr::shm::segment::{Segment, LINE_SLOTS};
 use mca_coll_hwbarr::sync::Line;
 
 /// Anonymous memory shared with the children we fork.
@@ -135,16 +139,32 @@ fn cpu() -> i64 {
 fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec<f64>, String) {
     let warm = iters / 10;
     let cells = shared::<Line<AtomicI32>>(n);
-    let wires = shared::<AtomicU8>(n.div_ceil(64) * 64);
+    // The line core's wires: a segment as hwbarr's, which the forked
+    // children share (a memfd mapping).
+    let seg = Segment::create(n, 1).expect("a shared-memory segment");
     let means = shared::<AtomicU64>(n);
     let cpus = shared::<AtomicI32>(2 * n);
     in_children_on(n, bind.then_some(cores), |r| {
+        // With a core each, the fastest candidate line (rank 0 times them
+        // all; every child ends on its pick, at its count there).
+        let (slot, count) = match core {
+            Core::Line if n <= cores => {
+                let mut pick = LinePick::new(r, LINE_SLOTS, mca_coll_hwbarr::wait::now_ns);
+                loop {
+                    if let Some(p) = pick.poll(&seg).expect("no failure") {
+                        break (p.slot, p.count);
+                    }
+                }
+            }
+            _ => (0, 0),
+        };
+        let wires = seg.line_candidate(slot);
         let released = |c: line::Count| match core {
             Core::Counter => counter::is_released(cells, r),
-            Core::Line => line::is_released(&wires[..n], c),
+            Core::Line => line::is_released(wires, c),
         };
         // This child's own line count (`line::arrive`).
-        let mine = AtomicU8::new(0);
+        let mine = AtomicU8::new(count);
         let mut t0 = Instant::now();
         for i in 0..warm + iters {
             if i == warm {
@@ -156,7 +176,7 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec
                     counter::arrive(cells, r);
                     line::Count(0)
                 }
-                Core::Line => line::arrive(&wires[..n], r, &mine),
+                Core::Line => line::arrive(wires, r, &mine),
             };
             while !released(c) {
                 if n > cores {

@@ -231,7 +231,7 @@ impl<P: P2p> Comm<P> {
     }
 
     /// Candidate lines the line barrier would try on this node's device
-    /// (`exchange::line_pick`): the parameter's, where ranks keep their
+    /// (`shm::line_pick`): the parameter's, where ranks keep their
     /// cores; none (1) where they share them, as the scheduler, not the
     /// line, sets a barrier's time there.
     pub fn line_candidates(&self) -> usize {

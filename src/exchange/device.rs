@@ -25,7 +25,7 @@ use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::Ordering::{Acquire, Release};
 
-use crate::exchange::line_pick::{LinePick, Picked};
+use crate::shm::line_pick::{LinePick, Picked};
 use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;

@@ -13,7 +13,6 @@ use crate::settings::Algorithm;
 
 pub mod device;
 pub mod layout;
-pub mod line_pick;
 pub mod lookout;
 pub mod words;
 

@@ -36,7 +36,7 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// Version 6: a second line per rank after the polled wires, where a
 /// polled leader marks its arrival (so that others can read for it).
 /// Version 7: the device's verdict carries the candidate lines the line
-/// barrier tries (`exchange::line_pick`), which the segment holds.
+/// barrier tries (`shm::line_pick`), which the segment holds.
 pub const PROTOCOL: u64 = 7;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 

@@ -43,12 +43,12 @@ const FAILED_BY_HWBARR: u32 = 1;
 const REVOKED: u32 = 1 << 31;
 const _: () = assert!(std::mem::size_of::<Header>() <= FAILED_AT);
 /// Where rank 0 says which of the line barrier's candidate lines the ranks
-/// keep (`exchange::line_pick`): in the header's line too, written once.
+/// keep (`shm::line_pick`): in the header's line too, written once.
 const LINE_PICK_AT: usize = 48;
 const _: () = assert!(std::mem::size_of::<Header>() <= LINE_PICK_AT && LINE_PICK_AT + 4 <= FAILED_AT);
 
 /// Candidate lines for the line barrier's wires: the ranks try them at
-/// their first barrier and keep the fastest (`exchange::line_pick`).
+/// their first barrier and keep the fastest (`shm::line_pick`).
 pub const LINE_SLOTS: usize = 16;
 
 /// Byte offsets of the regions inside a segment for `n` ranks.
@@ -384,7 +384,7 @@ impl Segment {
     }
 
     /// From now on the line barrier runs on candidate line `slot`, where
-    /// this rank's count is `count` (`exchange::line_pick`). Before the
+    /// this rank's count is `count` (`shm::line_pick`). Before the
     /// device is shared with anything but the pick.
     pub fn use_line(&mut self, slot: usize, count: u8) {
         assert!(slot < LINE_SLOTS, "candidate line {slot} of {LINE_SLOTS}");

@@ -181,7 +181,7 @@ impl LinePick {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::cell::Cell;
@@ -228,7 +228,17 @@ mod tests {
             r.get() - 1
         });
         // Block b ends at read b + 1; its line is b mod 16.
-        (0..k).map(|b| if b == 5 { 100_000 } else if b % 16 == 5 { 1_000 } else { 3_000 }).sum()
+        (0..k)
+            .map(|b| {
+                if b == 5 {
+                    100_000
+                } else if b % 16 == 5 {
+                    1_000
+                } else {
+                    3_000
+                }
+            })
+            .sum()
     }
 
     /// Every rank keeps the line rank 0 timed fastest, at the count every
@@ -275,7 +285,10 @@ mod tests {
                             while !line::is_released(wires, c) {
                                 std::thread::yield_now();
                             }
-                            assert!(entered.load(SeqCst) >= (round + 1) * n, "n={n} rank {me} left round {round} early");
+                            assert!(
+                                entered.load(SeqCst) >= (round + 1) * n,
+                                "n={n} rank {me} left round {round} early"
+                            );
                         }
                     });
                 }
