@@ -231,11 +231,13 @@ impl<P: P2p> Comm<P> {
     }
 
     /// Candidate lines the line barrier would try on this node's device
-    /// (`shm::line_pick`): the parameter's, where ranks keep their
-    /// cores; none (1) where they share them, as the scheduler, not the
-    /// line, sets a barrier's time there.
+    /// (`shm::line_pick`): the parameter's, where ranks keep their cores;
+    /// none (1) where they share them, as the scheduler, not the line, sets
+    /// a barrier's time there, and a trial that spins among more ranks than
+    /// cores (`coll_hwbarr_idle spin`) would take a time slice per barrier.
     pub fn line_candidates(&self) -> usize {
-        if self.policy().keeps_core() {
+        let crowded = self.opts.facts.is_some_and(|f| f.ranks_here() > f.cores);
+        if self.policy().keeps_core() && !crowded {
             self.opts.line_candidates
         } else {
             1

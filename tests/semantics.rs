@@ -13,7 +13,9 @@ fn ompi_info_lists_component_and_parameters() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MCA coll: hwbarr"), "{text}");
-    for p in ["priority", "algorithm", "verbose", "spin", "idle", "inter", "topology", "stall_notice"] {
+    for p in
+        ["priority", "algorithm", "verbose", "spin", "idle", "inter", "topology", "stall_notice", "line_candidates"]
+    {
         assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
     }
     assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
@@ -112,6 +114,32 @@ fn auto_follows_the_node_size_and_its_cores() {
         assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
         let line = format!("(cid 0, {np} ranks, one node): barriers served by {want} (auto: {np} ranks");
         assert!(job.stderr().contains(&line), "np {np} idle {idle}: no '{line}'\n{}", job.dump());
+    }
+}
+
+/// The line barrier tries its candidate lines at the first barrier where
+/// the ranks keep their cores and runs on the one it picked (rank 0's
+/// verbose line names it and what the trial measured), with the barrier's
+/// semantics checked after; no trial with `coll_hwbarr_line_candidates 1`,
+/// nor where ranks share cores, even told to spin.
+#[test]
+fn the_line_barrier_runs_on_the_line_its_trial_picked() {
+    let two = cores() >= 2;
+    for (np, env, trial) in [
+        (2, &[][..], two),
+        (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "1")][..], false),
+        (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "4")][..], two),
+        (3, &[][..], false),
+        (3, &[("OMPI_MCA_coll_hwbarr_idle", "spin")][..], cores() >= 3),
+    ] {
+        let job = semantics(np, "line", 200, env);
+        assert!(job.ok(), "np {np} {env:?}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
+        let err = job.stderr();
+        let world = err.lines().find(|l| l.contains("'MPI_COMM_WORLD' (cid 0,")).expect("rank 0's verbose line");
+        let of = env.iter().find(|e| e.0.ends_with("line_candidates")).map_or("16", |e| e.1);
+        let said = format!(" of {of} candidates, fastest in their trial: ");
+        assert_eq!(world.contains(&said), trial, "np {np} {env:?}: {world}\n{}", job.dump());
     }
 }
 
