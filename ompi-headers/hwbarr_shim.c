@@ -28,6 +28,15 @@
 
 #include "hwbarr_shim.h"
 
+#if defined(OPAL_ENABLE_FT_MPI) && OPAL_ENABLE_FT_MPI
+/* Weak references: a 5.0 or later build loaded by a 4.1 Open MPI (whose
+ * libmpi.so.40 has the same name) must still load, to say in one line that
+ * it was built for another release; 4.1 has neither symbol (used by
+ * ompi_request_is_failed, which only a build with fault tolerance calls). */
+#pragma weak ompi_ftmpi_enabled
+#pragma weak ompi_request_is_failed_fn
+#endif
+
 /* Implemented in Rust (src/ompi/module.rs): drops the module's Rust state. */
 extern void hwbarr_module_state_drop(void *state);
 
