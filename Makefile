@@ -103,7 +103,7 @@ test: lint build
 # runs 4.1 first, runs this again under 4.1 once every line's build exists.
 test-other-builds: build
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
-	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test install_and_select -- a_build_for_the_other_release_line_is_refused_in_one_line
+	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release --test install_and_select -- --exact a_build_for_the_other_release_line_is_refused_in_one_line
 
 # The fault-injection tests build the component with `--features
 # fault-injection` themselves, into $(TARGET_DIR)/fault: never the build

@@ -230,14 +230,27 @@ impl<P: P2p> Comm<P> {
         self.recounted.get().map_or(self.opts.policy, |w| w.0)
     }
 
-    /// Candidate lines the line barrier would try on this node's device
-    /// (`shm::line_pick`): the parameter's, where ranks keep their cores;
-    /// none (1) where they share them, as the scheduler, not the line, sets
-    /// a barrier's time there, and a trial that spins among more ranks than
-    /// cores (`coll_hwbarr_idle spin`) would take a time slice per barrier.
-    pub fn line_candidates(&self) -> usize {
-        let crowded = self.opts.facts.is_some_and(|f| f.ranks_here() > f.cores);
-        if self.policy().keeps_core() && !crowded {
+    /// Candidate lines the line barrier would try on this node's device,
+    /// shared by `local` ranks of ours (`shm::line_pick`), in a first
+    /// barrier that is `blocking` or not: the parameter's, where ranks keep
+    /// their cores (the spin policy) and are no more than the cores, in a
+    /// blocking MPI_Barrier. None (1) where
+    /// ranks share cores, as the scheduler, not the line, sets a barrier's
+    /// time there and a trial spinning among more ranks than cores (`idle
+    /// spin`) would take a time slice per barrier; none in MPI_Ibarrier or
+    /// MPI_Start, whose exchange runs from progress, where the trial's
+    /// hundreds of barriers would each wait for every rank's next call.
+    pub fn line_candidates(&self, blocking: bool, local: usize) -> usize {
+        // The facts as the layout exchange may recount them (`adopt_layout`,
+        // which may not have run yet).
+        let own = match self.opts.facts {
+            Some(f) => {
+                let f = f.recounted(local).unwrap_or(f);
+                f.policy().keeps_core() && f.ranks_here() <= f.cores
+            }
+            None => self.policy().keeps_core(),
+        };
+        if blocking && own {
             self.opts.line_candidates
         } else {
             1
@@ -708,5 +721,38 @@ mod tests {
         assert_eq!(speakers, (0..STALL_SPEAKERS).collect::<Vec<_>>());
         assert!(comm(0, after).stall().is_some_and(|s| s.after == Duration::from_secs(60) && s.cid == 3));
         assert!((0..6).all(|r| comm(r, None).stall().is_none()));
+    }
+
+    /// The line barrier's trial runs in a blocking first barrier only,
+    /// where ranks spin and are no more than the cores (as the layout may
+    /// recount them), with the parameter's count.
+    #[test]
+    fn the_line_trial_needs_a_blocking_barrier_and_a_core_per_rank() {
+        let eps = mem::network(&["a"; 2]);
+        let facts = |idle| PolicyFacts {
+            job_ranks: 2,
+            comm_ranks: 2,
+            cores: 2,
+            yield_when_idle: false,
+            spin: -1,
+            idle,
+            thread_multiple: false,
+        };
+        let comm = |f: PolicyFacts| {
+            let opts = Options {
+                policy: f.policy(),
+                facts: Some(f),
+                line_candidates: 16,
+                ..Options::for_tests(Algorithm::Line, None)
+            };
+            Comm::new(eps[0].clone(), 0, 2, 3, false, opts)
+        };
+        let own = comm(facts(None));
+        assert_eq!((own.line_candidates(true, 2), own.line_candidates(false, 2)), (16, 1));
+        assert_eq!(own.line_candidates(true, 3), 1, "3 ranks found on 2 cores");
+        assert_eq!(comm(facts(Some(crate::settings::Idle::Yield))).line_candidates(true, 2), 1);
+        let told_to_spin = PolicyFacts { job_ranks: 3, ..facts(Some(crate::settings::Idle::Spin)) };
+        assert!(told_to_spin.policy().keeps_core());
+        assert_eq!(comm(told_to_spin).line_candidates(true, 3), 1);
     }
 }

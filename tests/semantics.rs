@@ -121,16 +121,18 @@ fn auto_follows_the_node_size_and_its_cores() {
 /// the ranks keep their cores and runs on the one it picked (rank 0's
 /// verbose line names it and what the trial measured), with the barrier's
 /// semantics checked after; no trial with `coll_hwbarr_line_candidates 1`,
-/// nor where ranks share cores, even told to spin.
+/// nor where ranks give their cores up or outnumber them, even told to spin.
 #[test]
 fn the_line_barrier_runs_on_the_line_its_trial_picked() {
-    let two = cores() >= 2;
+    let (two, more) = (cores() >= 2, cores() + 1);
+    let (idle, spin) = ("OMPI_MCA_coll_hwbarr_idle", "spin");
     for (np, env, trial) in [
         (2, &[][..], two),
         (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "1")][..], false),
         (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "4")][..], two),
-        (3, &[][..], false),
-        (3, &[("OMPI_MCA_coll_hwbarr_idle", "spin")][..], cores() >= 3),
+        (2, &[(idle, "yield")][..], false),
+        (more, &[][..], false),
+        (more, &[(idle, spin)][..], false),
     ] {
         let job = semantics(np, "line", 200, env);
         assert!(job.ok(), "np {np} {env:?}\n{}", job.dump());

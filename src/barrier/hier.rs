@@ -58,20 +58,24 @@ pub struct HierOp<P: P2p> {
     /// The node's core (None during the first barrier, which meets in
     /// the exchanges instead).
     core: Option<Core>,
+    /// A blocking MPI_Barrier (not MPI_Ibarrier or MPI_Start): its first
+    /// barrier's device may try the line barrier's candidate lines.
+    blocking: bool,
 }
 
 impl<P: P2p> HierOp<P> {
     /// The first barrier on `st` (a communicator spanning nodes): finds the
     /// layout, then sets the node's device up; `lookout` watches it.
     pub fn first(st: &Comm<P>, lookout: Lookout) -> Result<HierOp<P>, c_int> {
+        let blocking = lookout.blocking();
         let x = LayoutExchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), st.own_cores_by_count(), lookout)?;
-        Ok(HierOp { stage: Stage::Layout(Box::new(x)), core: None })
+        Ok(HierOp { stage: Stage::Layout(Box::new(x)), core: None, blocking })
     }
 
     /// A barrier on `st` once its route is agreed (`Route::Hier(core)`).
     pub fn start(st: &Comm<P>, core: Core) -> Result<HierOp<P>, c_int> {
         let t = st.layout().expect("layout known");
-        Ok(HierOp { stage: Stage::Gather(local(st, t, core)?), core: Some(core) })
+        Ok(HierOp { stage: Stage::Gather(local(st, t, core)?), core: Some(core), blocking: true })
     }
 
     /// Advances without blocking; true when the barrier is over.
@@ -88,7 +92,7 @@ impl<P: P2p> HierOp<P> {
                             None
                         } else {
                             let (p2p, place) = (st.p2p().clone(), st.place(t.me));
-                            let lines = st.line_candidates();
+                            let lines = st.line_candidates(self.blocking, t.local.len());
                             Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None, lines)?)
                         };
                         st.adopt_layout(t, agreed);

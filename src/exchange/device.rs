@@ -25,7 +25,7 @@ use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::Ordering::{Acquire, Release};
 
-use crate::shm::line_pick::{LinePick, Picked};
+use crate::shm::line_pick::{Failed, LinePick, Picked};
 use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;
@@ -44,11 +44,18 @@ const OTHER_VERSION: u64 = u64::MAX - 2;
 const OFFER_WORDS: usize = 6 + SETTINGS_WORDS;
 /// hello, status, settings.
 const ANSWER_WORDS: usize = 2 + SETTINGS_WORDS;
-/// hello, verdict, candidate lines to try (1: none).
-const VERDICT_WORDS: usize = 3;
+/// hello, verdict: its kind in the low byte; a device verdict carries the
+/// candidate lines to try above it (`line_pick`; 0 or 1: none). Two words
+/// in every protocol version: a peer of another version must still receive
+/// the verdict that makes it fall back (`words`).
+const VERDICT_WORDS: usize = 2;
 const VERDICT_DEVICE: u64 = 0;
 const VERDICT_FALLBACK: u64 = 1;
 const VERDICT_LINEAR: u64 = 2;
+/// A verdict word's kind.
+fn kind(verdict: u64) -> u64 {
+    verdict & 0xff
+}
 
 /// A fresh token that ties a segment to this one exchange.
 fn token() -> u64 {
@@ -280,15 +287,15 @@ impl<P: P2p> DeviceExchange<P> {
         }
         let linear = self.settings.algorithm == Algorithm::Linear && verdict.as_ref().is_err_and(|w| w.is_empty());
         self.verdict[0] = words::hello();
+        let trial = self.settings.algorithm == Algorithm::Line && self.lines >= 2;
         self.verdict[1] = match &verdict {
+            Ok(_) if trial => VERDICT_DEVICE | (self.lines.min(LINE_SLOTS) as u64) << 8,
             Ok(_) => VERDICT_DEVICE,
             Err(_) if linear => VERDICT_LINEAR,
             Err(_) => VERDICT_FALLBACK,
         };
-        let trial = verdict.is_ok() && self.settings.algorithm == Algorithm::Line && self.lines >= 2;
-        self.verdict[2] = if trial { self.lines.min(LINE_SLOTS) as u64 } else { 1 };
         // Falling back, nobody runs the algorithms compared: no disagreement.
-        if self.verdict[1] != VERDICT_FALLBACK {
+        if kind(self.verdict[1]) != VERDICT_FALLBACK {
             self.disagreement = words::differ(&algs)
                 .map(|d| words::disagreement(&[("algorithm", d)], &format!("algorithm ({})", self.settings.algorithm)));
         }
@@ -296,7 +303,7 @@ impl<P: P2p> DeviceExchange<P> {
         for q in 1..self.members.len() {
             let peer = self.members[q];
             if let Err(rc) = self.flight.send(&self.verdict, peer) {
-                if self.verdict[1] != VERDICT_FALLBACK {
+                if kind(self.verdict[1]) != VERDICT_FALLBACK {
                     return Err(rc);
                 }
                 // Falling back is no error: send the verdict again, so that
@@ -365,7 +372,7 @@ impl<P: P2p> DeviceExchange<P> {
                         return Err(ERROR);
                     }
                     let out = self.outcome.take().expect("outcome");
-                    let (segment, fallback) = match (out, self.verdict[1]) {
+                    let (segment, fallback) = match (out, kind(self.verdict[1])) {
                         (Ok(mut seg), VERDICT_DEVICE) => {
                             // Every member wrote its place before it
                             // answered, and the verdict came after all
@@ -379,9 +386,9 @@ impl<P: P2p> DeviceExchange<P> {
                         (Err(why), _) if !why.is_empty() => (None, Some(why)),
                         (_, _) => (None, Some("a peer could not map the segment".into())),
                     };
-                    let algorithm = if self.verdict[1] == VERDICT_LINEAR { Algorithm::Linear } else { self.chosen };
+                    let algorithm = if kind(self.verdict[1]) == VERDICT_LINEAR { Algorithm::Linear } else { self.chosen };
                     let agreed = Agreed { algorithm, inter: None, fallback, disagreement: self.disagreement.take() };
-                    let lines = self.verdict[2] as usize;
+                    let lines = (self.verdict[1] >> 8) as usize;
                     match segment {
                         Some(seg) if algorithm == Algorithm::Line && (2..=LINE_SLOTS).contains(&lines) => {
                             let pick = LinePick::new(self.me, lines, crate::wait::now_ns);
@@ -393,9 +400,18 @@ impl<P: P2p> DeviceExchange<P> {
                 }
                 Stage::Pick => {
                     let (pick, _, seg) = self.picking.as_mut().expect("a trial under way");
-                    let Ok(done) = pick.poll(seg) else {
+                    let done = match pick.poll(seg) {
+                        Ok(done) => done,
                         // A rank marked the device failed: hand on its error.
-                        return Err(seg.revoked().unwrap_or(ERROR));
+                        Err(Failed::Device) => return Err(seg.revoked().unwrap_or(ERROR)),
+                        Err(Failed::Announcement(p)) => {
+                            report::verbose(0, &format!(
+                                "the line barrier's trial of {} candidate lines: rank 0's announcement reads {p}, \
+                                 not a candidate; this communicator's barriers fail",
+                                pick.slots()
+                            ));
+                            return Err(ERROR);
+                        }
                     };
                     let Some(Picked { slot, count, times }) = done else { return Ok(None) };
                     let (pick, agreed, mut seg) = self.picking.take().expect("a trial under way");
@@ -408,6 +424,18 @@ impl<P: P2p> DeviceExchange<P> {
                 }
                 Stage::Done => return Err(ERROR),
             }
+        }
+    }
+}
+
+/// An exchange dropped during the trial (the communicator failed or was
+/// revoked meanwhile, or a panic unwound out of it) marks the device
+/// failed, so that the ranks still in the trial, which read no message
+/// any more, end theirs too.
+impl<P: P2p> Drop for DeviceExchange<P> {
+    fn drop(&mut self) {
+        if let Some((_, _, seg)) = &self.picking {
+            seg.set_failed();
         }
     }
 }
@@ -542,6 +570,15 @@ mod tests {
         assert!(slots == 16 && ns > 0.0 && ns <= first, "{used:?}");
         assert!(used[1..].iter().all(|u| u.1.is_none()));
         let segs: Vec<&Segment> = out.iter().map(|(_, s)| s.as_ref().unwrap()).collect();
+        // Each rank's count is the trial's on the line picked (the first
+        // line's has the warm-up and the announcement too), which every
+        // wire there holds.
+        use crate::shm::line_pick::{PASSES, PER_BLOCK};
+        let want = (PASSES * PER_BLOCK + if used[0].0 == 0 { 2 } else { 0 }) as u8;
+        for s in &segs {
+            assert_eq!(s.line_mine().load(SeqCst), want);
+            assert!(s.line_wires().iter().all(|w| w.load(SeqCst) == want));
+        }
         let counts: Vec<_> = segs.iter().enumerate().map(|(r, s)| line::arrive(s.line_wires(), r, s.line_mine())).collect();
         assert!(counts.iter().all(|&c| c == counts[0]));
         assert!(segs.iter().zip(&counts).all(|(s, &c)| line::is_released(s.line_wires(), c)));

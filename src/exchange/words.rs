@@ -35,8 +35,9 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// (`polled`).
 /// Version 6: a second line per rank after the polled wires, where a
 /// polled leader marks its arrival (so that others can read for it).
-/// Version 7: the device's verdict carries the candidate lines the line
-/// barrier tries (`shm::line_pick`), which the segment holds.
+/// Version 7: the device's segment holds candidate lines for the line
+/// barrier, and a device verdict says how many the ranks try
+/// (`shm::line_pick`).
 pub const PROTOCOL: u64 = 7;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 

@@ -197,8 +197,9 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                 c"Cache lines the line barrier tries at a communicator's first barrier, keeping the fastest \
                   for the barriers after it (a line passed between cores costs more or less by its address: \
                   on mesh CPUs each line has its home in one L3 slice). Rank 0's value counts. The trial runs \
-                  a few hundred barriers per line, only when the node's ranks each have a core. 1 or less: \
-                  no trial, the first line; at most 16. Default: 16",
+                  48 barriers per line (770 for 16 lines), in a blocking MPI_Barrier only, where the node's \
+                  ranks keep their cores (the spin policy, with no more ranks than cores). 1 or less: no \
+                  trial, the first line; at most 16. Default: 16",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(LINE_CANDIDATES),
             ),

@@ -50,10 +50,14 @@ pub struct Picked {
     pub times: Option<(f64, f64)>,
 }
 
-/// The device failed during the trial (a rank marked it: `Segment::failed`),
-/// or rank 0's announcement did not name a candidate.
+/// Why the trial failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Failed;
+pub enum Failed {
+    /// A rank marked the device failed (`Segment::failed`).
+    Device,
+    /// Rank 0's announcement (read as this) named no candidate.
+    Announcement(u32),
+}
 
 /// One rank's part in the trial.
 pub struct LinePick {
@@ -141,7 +145,7 @@ impl LinePick {
             let mut spins = 0;
             while !line::is_released(wires, count) {
                 if seg.failed() {
-                    return Err(Failed);
+                    return Err(Failed::Device);
                 }
                 spins += 1;
                 if spins == SPINS {
@@ -172,9 +176,9 @@ impl LinePick {
             let per = |t: u64| (t != u64::MAX).then(|| t as f64 / PER_BLOCK as f64);
             (s, per(self.best[s]).zip(per(self.best[0])))
         } else {
-            match seg.line_pick().load(Relaxed) as usize {
-                p if (1..=self.slots).contains(&p) => (p - 1, None),
-                _ => return Err(Failed),
+            match seg.line_pick().load(Relaxed) {
+                p if (1..=self.slots).contains(&(p as usize)) => (p as usize - 1, None),
+                p => return Err(Failed::Announcement(p)),
             }
         };
         Ok(Picked { slot, count: self.counts[slot].load(Relaxed), times })
@@ -189,22 +193,39 @@ mod tests {
     use std::sync::Arc;
 
     /// Runs the trial of `slots` lines among `n` threads on one segment,
-    /// each polling to the end; rank 0 timed by `clock`. Every thread's
-    /// outcome.
-    fn trial(n: usize, slots: usize, clock: fn() -> u64) -> (Arc<Segment>, Vec<Picked>) {
+    /// each polling to the end (rank 0 timed by `clock`), then, in the same
+    /// threads and at once, `rounds` line barriers on the line each picked
+    /// from its count there, checking that no thread leaves a barrier
+    /// before every thread entered it (a fast thread is on the line picked
+    /// while a slow one may still wait for the announcement). Every
+    /// thread's outcome, and the segment.
+    fn trial_then(n: usize, slots: usize, clock: fn() -> u64, rounds: usize) -> (Arc<Segment>, Vec<Picked>) {
         let seg = Arc::new(Segment::create(n, 1).unwrap());
+        let entered = AtomicUsize::new(0);
         let out = std::thread::scope(|s| {
             let hs: Vec<_> = (0..n)
                 .map(|me| {
-                    let seg = Arc::clone(&seg);
+                    let (seg, entered) = (Arc::clone(&seg), &entered);
                     s.spawn(move || {
                         let mut p = LinePick::new(me, slots, clock);
-                        loop {
+                        let done = loop {
                             if let Some(done) = p.poll(&seg).unwrap() {
-                                return done;
+                                break done;
                             }
                             std::thread::yield_now();
+                        };
+                        let wires = seg.line_candidate(done.slot);
+                        let mine = AtomicU8::new(done.count);
+                        for round in 0..rounds {
+                            entered.fetch_add(1, SeqCst);
+                            let c = line::arrive(wires, me, &mine);
+                            while !line::is_released(wires, c) {
+                                std::thread::yield_now();
+                            }
+                            let seen = entered.load(SeqCst);
+                            assert!(seen >= (round + 1) * n, "n={n} rank {me} left round {round} early ({seen})");
                         }
+                        done
                     })
                 })
                 .collect();
@@ -218,81 +239,70 @@ mod tests {
         static READS: Cell<usize> = const { Cell::new(0) };
     }
 
-    /// A clock under which the blocks on line 5 take 1 µs and the others
-    /// 3 µs, except one block of line 5 in the first pass (a preempted
-    /// rank) that takes 100 µs: read at the end of the warm-up and of each
-    /// block, in the trial's order.
-    fn line_5_fastest() -> u64 {
+    /// A fake clock read at the end of the warm-up and of each block, in
+    /// the trial's order (block b ends at read b + 1; its line is b mod
+    /// 16): blocks on line `fast` take 1 µs, the others 3 µs, but the
+    /// first pass's block on `fast` takes 100 µs (a preempted rank).
+    fn clock_with_fastest(fast: usize) -> u64 {
         let k = READS.with(|r| {
             r.set(r.get() + 1);
             r.get() - 1
         });
-        // Block b ends at read b + 1; its line is b mod 16.
         (0..k)
-            .map(|b| {
-                if b == 5 {
-                    100_000
-                } else if b % 16 == 5 {
-                    1_000
-                } else {
-                    3_000
-                }
+            .map(|b| match b % 16 {
+                s if s == fast && b < 16 => 100_000,
+                s if s == fast => 1_000,
+                _ => 3_000,
             })
             .sum()
     }
 
+    fn line_5_fastest() -> u64 {
+        clock_with_fastest(5)
+    }
+
+    fn line_0_fastest() -> u64 {
+        clock_with_fastest(0)
+    }
+
     /// Every rank keeps the line rank 0 timed fastest, at the count every
-    /// rank has there, and rank 0's times are per barrier; its slow block
-    /// counted for nothing.
+    /// rank has there (the first line's includes the warm-up and the
+    /// announcement), and barriers go on there; rank 0's times are per
+    /// barrier, and its slow block counted for nothing.
     #[test]
     fn every_rank_keeps_the_fastest_line() {
-        for n in [2, 3, 5] {
-            let (seg, out) = trial(n, 16, line_5_fastest);
-            let want = (PASSES * PER_BLOCK) as u8;
-            for (r, p) in out.iter().enumerate() {
-                assert_eq!((p.slot, p.count), (5, want), "n={n} rank {r}");
-                assert_eq!(p.times.is_some(), r == 0, "n={n} rank {r}");
+        for (fast, clock) in [(5, line_5_fastest as fn() -> u64), (0, line_0_fastest)] {
+            for n in [2, 3, 5] {
+                let (seg, out) = trial_then(n, 16, clock, 0);
+                let want = (PASSES * PER_BLOCK + if fast == 0 { 2 } else { 0 }) as u8;
+                for (r, p) in out.iter().enumerate() {
+                    assert_eq!((p.slot, p.count), (fast, want), "n={n} rank {r}");
+                    assert_eq!(p.times.is_some(), r == 0, "n={n} rank {r}");
+                }
+                let (picked, first) = out[0].times.unwrap();
+                let first_ns = if fast == 0 { 1_000.0 } else { 3_000.0 };
+                assert_eq!((picked, first), (1_000.0 / 16.0, first_ns / 16.0));
+                // Every wire of the line picked holds that count.
+                let w = seg.line_candidate(fast);
+                assert!(w.iter().all(|w| w.load(SeqCst) == want), "n={n}");
             }
-            let (fast, first) = out[0].times.unwrap();
-            assert_eq!((fast, first), (1_000.0 / 16.0, 3_000.0 / 16.0));
-            // Every wire of the line picked holds that count.
-            let w = seg.line_candidate(5);
-            assert!(w.iter().all(|w| w.load(SeqCst) == want), "n={n}");
         }
     }
 
     /// With the real clock the ranks agree on whichever line it picks, and
-    /// the line barrier then runs on it from every rank's count: no rank
-    /// leaves a barrier before every rank entered it.
+    /// the line barrier goes on on it from every rank's count at once.
     #[test]
     fn the_ranks_agree_and_barriers_go_on_on_the_line_picked() {
-        const ROUNDS: usize = 300;
         for (n, slots) in [(2, 2), (3, 16), (4, 7)] {
-            let (seg, out) = trial(n, slots, crate::wait::now_ns);
+            let (_, out) = trial_then(n, slots, crate::wait::now_ns, 300);
             let p0 = out[0];
             assert!(p0.slot < slots);
             assert!(out.iter().all(|p| (p.slot, p.count) == (p0.slot, p0.count)), "n={n}: {out:?}");
-            let entered = AtomicUsize::new(0);
-            std::thread::scope(|s| {
-                for me in 0..n {
-                    let (seg, entered) = (&seg, &entered);
-                    s.spawn(move || {
-                        let wires = seg.line_candidate(p0.slot);
-                        let mine = AtomicU8::new(p0.count);
-                        for round in 0..ROUNDS {
-                            entered.fetch_add(1, SeqCst);
-                            let c = line::arrive(wires, me, &mine);
-                            while !line::is_released(wires, c) {
-                                std::thread::yield_now();
-                            }
-                            assert!(
-                                entered.load(SeqCst) >= (round + 1) * n,
-                                "n={n} rank {me} left round {round} early"
-                            );
-                        }
-                    });
-                }
-            });
+        }
+        // And on a line picked by a clock that names one.
+        for (n, clock) in [(3, line_5_fastest as fn() -> u64), (2, line_0_fastest)] {
+            let (_, out) = trial_then(n, 16, clock, 300);
+            assert!(out.iter().all(|p| p.slot == out[0].slot), "n={n}: {out:?}");
         }
     }
 
@@ -304,7 +314,7 @@ mod tests {
         let mut p = LinePick::new(1, 4, crate::wait::now_ns);
         assert_eq!(p.poll(&seg), Ok(None), "rank 0 never arrives");
         seg.set_failed();
-        assert_eq!(p.poll(&seg), Err(Failed));
+        assert_eq!(p.poll(&seg), Err(Failed::Device));
     }
 
     /// A peer that reads no pick, or one past the candidates, fails rather
@@ -315,7 +325,7 @@ mod tests {
         let p = LinePick::new(1, 4, crate::wait::now_ns);
         for bad in [0, 5, u32::MAX] {
             seg.line_pick().store(bad, SeqCst);
-            assert_eq!(p.end(&seg), Err(Failed), "{bad}");
+            assert_eq!(p.end(&seg), Err(Failed::Announcement(bad)), "{bad}");
         }
         seg.line_pick().store(4, SeqCst);
         assert_eq!(p.end(&seg).map(|p| p.slot), Ok(3));
