@@ -4,12 +4,12 @@
 //! its address: on a mesh CPU each line has a home agent (an L3 slice and
 //! its snoop filter) picked by a hash of the physical address, and every
 //! transfer goes through it; elsewhere the directory or memory channel
-//! plays that part. On this project's 2-core Intel VM a 2-rank line barrier
-//! took 57–65 ns on some lines and 95–110 ns on others of the same page,
-//! line for line the same from run to run (docs/benchmarks.md, "Where the
-//! line lies"). A software barrier on one line gets whichever the
+//! plays that part. On this project's 2-core Intel VM a 2-thread line
+//! barrier took 62–80 ns on some lines of a page and 82–98 ns on others,
+//! line for line the same from sweep to sweep (docs/benchmarks.md, "Where
+//! the line lies"). A software barrier on one line gets whichever the
 //! allocator gave it; here the ranks try `slots` candidate lines of the
-//! segment at their first barrier and keep the fastest.
+//! segment at their first blocking barrier and keep the fastest.
 //!
 //! The trial is line barriers, so it is itself a barrier: warm-up on the
 //! first line, `PASSES` rounds of `PER_BLOCK` barriers on each candidate,
@@ -21,9 +21,11 @@
 //! on each line, so its count on the line picked is every rank's.
 //!
 //! Non-blocking, as the device exchange it ends (`exchange::device`):
-//! `poll` polls a barrier a bounded number of times and returns, so a first
-//! MPI_Ibarrier runs the trial from progress (its times then measure
-//! nothing useful, and the pick is as good as the first line).
+//! `poll` polls a barrier a bounded number of times and returns to its
+//! caller's wait loop. Rank 0 asks for a trial only in a blocking
+//! MPI_Barrier (`Comm::line_candidates`): from progress, in a first
+//! MPI_Ibarrier or MPI_Start, each of its barriers would wait for every
+//! rank's next MPI call, and its times would measure those.
 
 use std::sync::atomic::Ordering::Relaxed;
 
