@@ -25,11 +25,11 @@ use std::ffi::c_int;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::Ordering::{Acquire, Release};
 
-use crate::shm::line_pick::{Failed, LinePick, Picked};
 use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;
 use crate::ompi::report::{self, Topic};
+use crate::shm::line_pick::{Failed, LinePick, Picked};
 use crate::shm::segment::{Offer, Segment, LINE_SLOTS};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
