@@ -94,7 +94,7 @@ lint: deps
 test: lint build
 	@scripts/deps.sh test
 	@scripts/install.sh "$(SO)" "$(PRIVATE_DIR)" >/dev/null
-	$(CARGO) test --release --lib --test model_cores --test build_abi
+	$(CARGO) test --release --lib --test model_cores --test build_abi --test contention
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(TARGET_DIR)/loom $(CARGO) test --release --test loom_cores --test loom_sleep --test loom_express
 	HWBARR_COMPONENT_DIR=$(PRIVATE_DIR) $(CARGO) test --release $(MPIRUN_TESTS:%=--test %) -- --test-threads=1
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::barrier::inter::InterAlgorithm;
+use crate::contention::CONTENTION;
 use crate::exchange::lookout::{Lookout, Stall};
 use crate::exchange::words::Settings;
 use crate::exchange::Agreed;
@@ -135,7 +136,7 @@ impl Options {
             requested,
             inter,
             verbose: 0,
-            policy: WaitPolicy { spins: 16, progress: true, idle: crate::settings::Idle::Yield, quiet: 0 },
+            policy: WaitPolicy { spins: 16, progress: true, idle: crate::settings::Idle::Yield, quiet: 0, adapts: false },
             topology,
             own_place: Place::UNKNOWN,
             crowd: None,
@@ -226,8 +227,35 @@ impl<P: P2p> Comm<P> {
         self.size
     }
 
+    /// The waiting policy: chosen by the node's counts, and given up
+    /// (yield each round) while the process finds its core shared
+    /// (`contention`), if it was chosen automatically to keep the core.
     pub fn policy(&self) -> WaitPolicy {
-        self.recounted.get().map_or(self.opts.policy, |w| w.0)
+        let p = self.recounted.get().map_or(self.opts.policy, |w| w.0);
+        if p.adapts && CONTENTION.look() {
+            if CONTENTION.first_finding() {
+                self.tell_shared();
+            }
+            return p.given_up();
+        }
+        p
+    }
+
+    /// The verbose line for the first finding of a shared core.
+    #[cold]
+    #[inline(never)]
+    fn tell_shared(&self) {
+        report::verbose(
+            1,
+            &format!(
+                "rank {}: this process's waits hand its core to other tasks (its ranks share \
+                 cores the count of cores online does not show, or another program runs there): \
+                 its barriers give the core up while they wait, for the next {} barriers or so, \
+                 then look again",
+                self.rank,
+                crate::contention::SHARED_LOOKS / 2
+            ),
+        );
     }
 
     /// Candidate lines the line barrier would try on this node's device,
@@ -246,7 +274,7 @@ impl<P: P2p> Comm<P> {
         let own = match self.opts.facts {
             Some(f) => {
                 let f = f.recounted(local).unwrap_or(f);
-                f.policy().keeps_core() && f.ranks_here() <= f.cores
+                f.policy().keeps_core() && f.ranks_here() <= f.cores && !CONTENTION.shared()
             }
             None => self.policy().keeps_core(),
         };

@@ -14,7 +14,9 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 // Free of Open MPI; the cores, `sync` and the sleep protocol are also
-// model-checked under loom (`--cfg loom`).
+// model-checked under loom (`--cfg loom`); `contention` is a heuristic
+// on std atomics.
+pub mod contention;
 pub mod core;
 pub mod express;
 pub mod settings;

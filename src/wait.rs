@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use crate::contention::{self, CONTENTION};
 pub use crate::settings::Idle;
 
 /// Rounds a `Sleep` waiter yields before it sleeps.
@@ -146,6 +147,9 @@ pub struct WaitPolicy {
     pub idle: Idle,
     /// Rounds at the start of a wait that turn no progress (`on_device`).
     pub quiet: u32,
+    /// The policy was chosen automatically to keep the core: it gives the
+    /// core up while the process finds it shared (`contention`).
+    pub adapts: bool,
 }
 
 impl WaitPolicy {
@@ -155,10 +159,11 @@ impl WaitPolicy {
     }
 
     /// Waiting for point-to-point operations: poll, turn progress, poll.
-    pub const TURN_PROGRESS: WaitPolicy = WaitPolicy { spins: 1, progress: true, idle: Idle::Spin, quiet: 0 };
+    pub const TURN_PROGRESS: WaitPolicy =
+        WaitPolicy { spins: 1, progress: true, idle: Idle::Spin, quiet: 0, adapts: false };
     /// A blocking barrier queued behind others: poll, turn progress, yield.
     pub const TURN_PROGRESS_AND_YIELD: WaitPolicy =
-        WaitPolicy { spins: 1, progress: true, idle: Idle::Yield, quiet: 0 };
+        WaitPolicy { spins: 1, progress: true, idle: Idle::Yield, quiet: 0, adapts: false };
 
     /// This policy for a wait on the shared-memory device, whose own
     /// protocol needs no progress: a waiter that gives its core up turns
@@ -174,6 +179,18 @@ impl WaitPolicy {
     /// `spins` times before its first turn.
     pub fn on_device(self) -> WaitPolicy {
         WaitPolicy { quiet: if self.keeps_core() { 0 } else { YIELDS_BEFORE_SLEEP }, ..self }
+    }
+
+    /// This policy once the process found its core shared
+    /// (`contention`), if it adapts: poll once a round and yield, as on a
+    /// core the ranks share by count (without sleeping: the finding may be
+    /// another job's task, which a sleeper's wake-up would not help).
+    pub fn given_up(self) -> WaitPolicy {
+        if self.adapts && self.keeps_core() {
+            WaitPolicy { spins: 1, idle: Idle::Yield, ..self }
+        } else {
+            self
+        }
     }
 
     /// Chooses from facts — ranks on this node against the cores online,
@@ -204,6 +221,7 @@ impl WaitPolicy {
                 Idle::Spin
             }),
             quiet: 0,
+            adapts: idle.is_none() && !shared,
         }
     }
 }
@@ -281,7 +299,7 @@ impl Crowd {
         (thread_multiple && own_core).then(|| Crowd {
             // w waiting threads per rank outnumber the cores when w > cores / local_ranks.
             above: cores / local_ranks.max(1),
-            policy: WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield, quiet: 0 },
+            policy: WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield, quiet: 0, adapts: false },
         })
     }
 }
@@ -381,6 +399,7 @@ fn wait_by<E>(
     loop {
         rounds = rounds.saturating_add(1);
         let policy = choose();
+        let policy = if CONTENTION.shared() { policy.given_up() } else { policy };
         let long = polls > LONG_WAIT_POLLS && policy.progress;
         let spins = if long { 1 } else { policy.spins };
         polls = polls.saturating_add(u64::from(spins));
@@ -412,6 +431,10 @@ fn wait_by<E>(
             }
         }
         match policy.idle {
+            // A long wait's yields also tell whether the core is shared.
+            Idle::Spin if long && policy.adapts => {
+                CONTENTION.yielded(contention::yield_and_tell());
+            }
             Idle::Spin if long => std::thread::yield_now(),
             Idle::Spin => {}
             Idle::Yield => std::thread::yield_now(),
@@ -550,6 +573,26 @@ mod tests {
 
     /// A blocking barrier's first round: never longer than the policy's
     /// own round or the crowd's, and none for a crowd or a shared core.
+    /// The automatic own-core policy adapts to a core found shared; a
+    /// policy the user set, or one for cores shared by count, does not.
+    #[test]
+    fn only_the_automatic_own_core_policy_adapts() {
+        let own = WaitPolicy::for_node(2, 2, false, -1, None);
+        assert!(own.adapts && own.keeps_core());
+        let given = own.given_up();
+        assert_eq!((given.spins, given.idle, given.progress), (1, Idle::Yield, true));
+        assert_eq!(given.on_device().quiet, YIELDS_BEFORE_SLEEP, "bare rounds once given up");
+        assert!(WaitPolicy::for_node(2, 2, false, 64, None).adapts, "spin set, idle automatic");
+        for p in [
+            WaitPolicy::for_node(2, 2, false, -1, Some(Idle::Spin)),
+            WaitPolicy::for_node(3, 2, false, -1, None),
+            WaitPolicy::for_node(2, 2, true, -1, None),
+            WaitPolicy::TURN_PROGRESS,
+        ] {
+            assert!(!p.adapts && p.given_up() == p, "{p:?}");
+        }
+    }
+
     #[test]
     fn the_first_round_is_bounded_by_every_policy() {
         let own = WaitPolicy::for_node(2, 2, false, -1, None);
@@ -605,7 +648,10 @@ mod tests {
     fn crowd_only_when_threads_may_outnumber_own_cores() {
         let c = Crowd::for_node(2, 2, false, -1, None, true).expect("threaded, a core each");
         assert_eq!(c.above, 1);
-        assert_eq!(c.policy, WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield, quiet: 0 });
+        assert_eq!(
+            c.policy,
+            WaitPolicy { spins: SPINS_CROWDED, progress: true, idle: Idle::Yield, quiet: 0, adapts: false }
+        );
         assert_eq!(Crowd::for_node(1, 8, false, -1, None, true).map(|c| c.above), Some(8));
         assert_eq!(Crowd::for_node(2, 2, false, -1, None, false), None);
         // Cores shared already, or the user chose: nothing changes.
@@ -617,8 +663,8 @@ mod tests {
 
     #[test]
     fn a_crowded_wait_takes_the_crowd_policy_and_counts_itself() {
-        let own = WaitPolicy { spins: 4, progress: true, idle: Idle::Spin, quiet: 0 };
-        let yielding = WaitPolicy { spins: 2, progress: true, idle: Idle::Sleep, quiet: 0 };
+        let own = WaitPolicy { spins: 4, progress: true, idle: Idle::Spin, quiet: 0, adapts: false };
+        let yielding = WaitPolicy { spins: 2, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
         let run = |above: usize| {
             let (mut polls, mut naps) = (0, 0);
             let crowd = Crowd { above, policy: yielding };
@@ -649,7 +695,7 @@ mod tests {
     #[test]
     fn a_long_wait_turns_progress_after_every_poll_and_never_sleeps() {
         for idle in [Idle::Spin, Idle::Yield] {
-            let p = WaitPolicy { spins: 256, progress: true, idle, quiet: 0 };
+            let p = WaitPolicy { spins: 256, progress: true, idle, quiet: 0, adapts: false };
             let wait = |need| counted_wait(p, need, |_| false);
             // A barrier whose peers run: a turn per 256 polls (and one
             // more poll after each turn).
@@ -669,7 +715,7 @@ mod tests {
     /// (yielding) for the next `LONG_WAIT_POLLS` polls, then sleeps again.
     #[test]
     fn a_sleeper_stays_awake_while_progress_does_work() {
-        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 };
+        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
         // Work done in the 10th turn only; released after 2 × LONG_WAIT_POLLS rounds.
         let need = 2 * (2 * LONG_WAIT_POLLS);
         let (_, naps) = counted_wait(p, need, |turn| turn == 10);
@@ -683,7 +729,7 @@ mod tests {
 
     #[test]
     fn progress_turns_while_waiting() {
-        let p = WaitPolicy { spins: 4, progress: true, idle: Idle::Sleep, quiet: 0 };
+        let p = WaitPolicy { spins: 4, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
         // 11 polls: two rounds of 4 and a poll after each turn, then one.
         let (turns, naps) = counted_wait(p, 10, |_| false);
         assert_eq!(turns, 2);
@@ -702,7 +748,7 @@ mod tests {
     fn a_device_wait_of_a_shared_core_starts_quiet() {
         let quiet = u64::from(YIELDS_BEFORE_SLEEP);
         for idle in [Idle::Yield, Idle::Sleep] {
-            let p = WaitPolicy { spins: 1, progress: true, idle, quiet: 0 }.on_device();
+            let p = WaitPolicy { spins: 1, progress: true, idle, quiet: 0, adapts: false }.on_device();
             assert_eq!(p.quiet, YIELDS_BEFORE_SLEEP);
             // Released at the quiet rounds' last poll: no turn, no sleep.
             assert_eq!(counted_wait(p, quiet - 1, |_| false), (0, 0), "{idle:?}");
@@ -722,7 +768,7 @@ mod tests {
     /// more than its yields before a sleep; none otherwise.
     #[test]
     fn bare_rounds_are_the_quiet_rounds_of_a_lone_yielding_waiter() {
-        let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 }.on_device();
+        let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false }.on_device();
         let own = WaitPolicy::for_node(2, 2, false, -1, None).on_device();
         let crowd = Some(Crowd { above: 2, policy: shared });
         assert_eq!(bare_rounds(shared, None), YIELDS_BEFORE_SLEEP);
@@ -739,7 +785,7 @@ mod tests {
     /// were made; it ends at a poll that holds or fails, without the loop.
     #[test]
     fn after_arrival_polls_then_hands_the_rounds_made_to_the_loop() {
-        let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 }.on_device();
+        let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false }.on_device();
         let own = WaitPolicy::for_node(2, 2, false, -1, None).on_device();
         let crowd = Some(Crowd { above: 2, policy: shared });
         // (polls before the loop, rounds made), or None if the loop never ran.
@@ -841,7 +887,7 @@ mod tests {
     fn bare_rounds_and_the_loop_after_them_trace_as_the_whole_loop() {
         for idle in [Idle::Yield, Idle::Sleep] {
             for progress in [true, false] {
-                let p = WaitPolicy { spins: 1, progress, idle, quiet: 0 }.on_device();
+                let p = WaitPolicy { spins: 1, progress, idle, quiet: 0, adapts: false }.on_device();
                 let made = bare_rounds(p, None);
                 assert_eq!(made, YIELDS_BEFORE_SLEEP);
                 for worked in [0, 1, 3] {
@@ -857,7 +903,7 @@ mod tests {
         }
         // A loop not told of the rounds made, or told of rounds not made,
         // would not trace the same.
-        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0 }.on_device();
+        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false }.on_device();
         let whole = traced(p, None, 12, false, 0);
         assert_ne!(traced(p, Some((3, 0)), 12, false, 0), whole);
         assert_ne!(traced(p, Some((0, 3)), 12, false, 0), whole);

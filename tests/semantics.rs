@@ -145,6 +145,49 @@ fn the_line_barrier_runs_on_the_line_its_trial_picked() {
     }
 }
 
+/// Ranks confined to fewer CPUs than they are, which the count of cores
+/// online cannot see (here: the job started under one CPU, as `taskset -c
+/// 0` would): the automatic policy spins at first, finds from its long
+/// waits' yields that its core is shared (`contention`), says so, and gives
+/// the core up; barriers stay correct. `idle spin` set by the user is kept
+/// (no finding); ranks bound apart on cores of their own find nothing.
+#[test]
+fn ranks_confined_to_one_cpu_find_their_core_shared() {
+    const FOUND: &str = "this process's waits hand its core to other tasks";
+    let confined = |env: &[(&str, &str)]| {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        std::thread::spawn(move || {
+            // The launcher and the ranks inherit this thread's mask.
+            // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
+            // sched_setaffinity get valid pointers to it.
+            let pinned = unsafe {
+                let mut s: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut s);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &s) == 0
+            };
+            assert!(pinned, "pinning the test's thread to CPU 0");
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            semantics(2, "line", 3000, &env)
+        })
+        .join()
+        .unwrap()
+    };
+    let job = confined(&[]);
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 2, "{}", job.dump());
+    assert!(job.stderr().contains(FOUND), "{}", job.dump());
+
+    let job = confined(&[("OMPI_MCA_coll_hwbarr_idle", "spin")]);
+    assert!(job.ok(), "{}", job.dump());
+    assert!(!job.stderr().contains(FOUND), "{}", job.dump());
+
+    if cores() >= 2 {
+        let job = semantics(2, "line", 3000, &[]);
+        assert!(job.ok(), "{}", job.dump());
+        assert!(!job.stderr().contains(FOUND), "{}", job.dump());
+    }
+}
+
 /// `coll_hwbarr_topology auto` at verbosity 3: each rank says once where
 /// it sits in the node's caches and how that was found; on a machine whose
 /// sysfs names L3 caches, 2 ranks (bound to a core each, Open MPI's default

@@ -1,12 +1,14 @@
 //! The shared-memory layer, free of Open MPI: the segment a communicator's
 //! ranks on one node share (`segment`), sleeping on its words (`futex`),
 //! and the protocol by which waiters sleep and releasers wake them without
-//! a lost wake-up (`sleep`, model-checked by `tests/loom_sleep.rs`), and
-//! the trial that picks the line barrier's fastest line (`line_pick`).
+//! a lost wake-up (`sleep`, model-checked by `tests/loom_sleep.rs`), the
+//! trial that picks the line barrier's fastest line (`line_pick`), and a
+//! yield that tells whether another task ran (`sched`).
 
 pub mod futex;
 #[cfg(not(loom))]
 pub mod line_pick;
+pub mod sched;
 #[cfg(not(loom))]
 pub mod segment;
 pub mod sleep;
