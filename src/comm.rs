@@ -227,21 +227,19 @@ impl<P: P2p> Comm<P> {
         self.size
     }
 
-    /// The waiting policy: chosen by the node's counts, and given up
-    /// (yield each round) while the process finds its core shared
-    /// (`contention`), if it was chosen automatically to keep the core.
     pub fn policy(&self) -> WaitPolicy {
-        let p = self.recounted.get().map_or(self.opts.policy, |w| w.0);
-        if p.adapts && CONTENTION.look() {
-            if CONTENTION.first_finding() {
-                self.tell_shared();
-            }
-            return p.given_up();
-        }
-        p
+        self.recounted.get().map_or(self.opts.policy, |w| w.0)
     }
 
-    /// The verbose line for the first finding of a shared core.
+    /// Once per process, the first time a wait found its core shared
+    /// (`contention`): says so at verbosity 1. Off the hot path: a wait
+    /// that got past its first polls calls it.
+    pub fn tell_if_shared(&self) {
+        if CONTENTION.shared() && CONTENTION.first_finding() {
+            self.tell_shared();
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn tell_shared(&self) {
@@ -250,10 +248,9 @@ impl<P: P2p> Comm<P> {
             &format!(
                 "rank {}: this process's waits hand its core to other tasks (its ranks share \
                  cores the count of cores online does not show, or another program runs there): \
-                 its barriers give the core up while they wait, for the next {} barriers or so, \
-                 then look again",
+                 its waits give the core up, for the next {} waits, then look again",
                 self.rank,
-                crate::contention::SHARED_LOOKS / 2
+                crate::contention::SHARED_LOOKS
             ),
         );
     }
@@ -331,7 +328,8 @@ impl<P: P2p> Comm<P> {
     /// found a core per rank, or the user asked to spin): `auto`'s fact
     /// for the trees (`Algorithm::for_node`). Rank 0's decides.
     pub fn own_cores(&self) -> bool {
-        self.policy().keeps_core()
+        let p = self.policy();
+        p.keeps_core() && !(p.adapts && CONTENTION.shared())
     }
 
     /// `own_cores` for a node found to hold `ranks` of ours by the layout

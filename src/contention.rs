@@ -38,8 +38,8 @@ pub use crate::shm::sched::yield_and_tell;
 pub const SHARE_SCORE: u32 = 6;
 /// What a yield that switched to another task adds to the score.
 const SWITCH_SCORE: u32 = 2;
-/// Looks at the policy (about one or two per barrier) made with the core
-/// given up before the process spins again and re-tests.
+/// Waits (those that get past their first polls) made with the core given
+/// up before the process spins again and re-tests.
 pub const SHARED_LOOKS: u32 = 100_000;
 
 /// The process's finding.

@@ -184,10 +184,13 @@ impl WaitPolicy {
     /// This policy once the process found its core shared
     /// (`contention`), if it adapts: poll once a round and yield, as on a
     /// core the ranks share by count (without sleeping: the finding may be
-    /// another job's task, which a sleeper's wake-up would not help).
+    /// another job's task, which a sleeper's wake-up would not help). Only
+    /// a communicator's own policy adapts, and only waits on the device
+    /// use it, whose protocol needs no progress: as `on_device` makes them
+    /// for yielding waiters, its first rounds turn none.
     pub fn given_up(self) -> WaitPolicy {
         if self.adapts && self.keeps_core() {
-            WaitPolicy { spins: 1, idle: Idle::Yield, ..self }
+            WaitPolicy { spins: 1, idle: Idle::Yield, quiet: YIELDS_BEFORE_SLEEP, ..self }
         } else {
             self
         }
@@ -396,10 +399,17 @@ fn wait_by<E>(
     let mut polls = u64::from(made);
     // Polls up to which a `Sleep` waiter stays awake after progress did work.
     let mut awake_until = 0u64;
+    // This wait counted against `CONTENTION`'s term.
+    let mut counted = false;
     loop {
         rounds = rounds.saturating_add(1);
-        let policy = choose();
-        let policy = if CONTENTION.shared() { policy.given_up() } else { policy };
+        let mut policy = choose();
+        // A core found shared (`contention`): give it up, counting one look
+        // per wait against the finding's term.
+        if policy.adapts && CONTENTION.shared() && (counted || CONTENTION.look()) {
+            counted = true;
+            policy = policy.given_up();
+        }
         let long = polls > LONG_WAIT_POLLS && policy.progress;
         let spins = if long { 1 } else { policy.spins };
         polls = polls.saturating_add(u64::from(spins));
@@ -424,23 +434,32 @@ fn wait_by<E>(
             if turn == Turn::IdleYield {
                 // The engine's yield, then a look before the policy's own
                 // idle step: others ran meanwhile and may have released us.
-                std::thread::yield_now();
+                tell_yield(policy);
                 if done()? {
                     return Ok(());
                 }
             }
         }
         match policy.idle {
-            // A long wait's yields also tell whether the core is shared.
-            Idle::Spin if long && policy.adapts => {
-                CONTENTION.yielded(contention::yield_and_tell());
-            }
-            Idle::Spin if long => std::thread::yield_now(),
+            Idle::Spin if long => tell_yield(policy),
             Idle::Spin => {}
             Idle::Yield => std::thread::yield_now(),
             Idle::Sleep if rounds <= YIELDS_BEFORE_SLEEP || polls < awake_until => std::thread::yield_now(),
             Idle::Sleep => sleep(),
         }
+    }
+}
+
+/// A waiter's yield; one whose policy adapts also tells `CONTENTION`
+/// whether it handed the core to another task. A spinning waiter yields
+/// only after the engine's idle turn (4.1 under `mpi_yield_when_idle`) and
+/// once its wait is long: where the core is its own, nobody else is ready
+/// to run then.
+fn tell_yield(policy: WaitPolicy) {
+    if policy.adapts && policy.keeps_core() {
+        CONTENTION.yielded(contention::yield_and_tell());
+    } else {
+        std::thread::yield_now();
     }
 }
 
@@ -581,7 +600,7 @@ mod tests {
         assert!(own.adapts && own.keeps_core());
         let given = own.given_up();
         assert_eq!((given.spins, given.idle, given.progress), (1, Idle::Yield, true));
-        assert_eq!(given.on_device().quiet, YIELDS_BEFORE_SLEEP, "bare rounds once given up");
+        assert_eq!(given.quiet, YIELDS_BEFORE_SLEEP, "no progress turn in the first rounds once given up");
         assert!(WaitPolicy::for_node(2, 2, false, 64, None).adapts, "spin set, idle automatic");
         for p in [
             WaitPolicy::for_node(2, 2, false, -1, Some(Idle::Spin)),

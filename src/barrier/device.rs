@@ -220,13 +220,15 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket, made: u32) -> Result<(), c_int> {
         },
     };
     let done = || released(c, t);
-    match c.crowd() {
+    let waited = match c.crowd() {
         None => wait::try_wait_after(policy(c), made, done, || c.p2p().progress(), sleep),
         Some(crowd) => {
             debug_assert_eq!(made, 0, "a crowd makes no bare rounds");
             wait::try_wait_crowded(policy(c), crowd, done, || c.p2p().progress(), sleep)
         }
-    }
+    };
+    c.tell_if_shared();
+    waited
 }
 
 #[cfg(test)]
