@@ -168,7 +168,10 @@ impl Setting for Option<Idle> {
         Choice {
             name: c"auto",
             help: "sleep when ranks outnumber cores (the job's ranks on the node, or the communicator's own there when \
-                   more: spawned or connected jobs), yield when mpi_yield_when_idle is set, spin otherwise",
+                   more: spawned or connected jobs), yield when mpi_yield_when_idle is set, spin otherwise; a \
+                   spinning process whose long waits' yields hand its core to other tasks (its ranks confined to fewer \
+                   CPUs than they are, another program on its core) yields each round instead, for its next 100000 \
+                   waits, then spins and looks again",
             value: None,
         },
         Choice {
