@@ -243,13 +243,13 @@ impl<P: P2p> Comm<P> {
     #[cold]
     #[inline(never)]
     fn tell_shared(&self) {
+        let rank = report::world_rank().unwrap_or_else(|| "?".into());
         report::verbose(
             1,
             &format!(
-                "rank {}: this process's waits hand its core to other tasks (its ranks share \
-                 cores the count of cores online does not show, or another program runs there): \
-                 its waits give the core up, for the next {} waits, then look again",
-                self.rank,
+                "world rank {rank}: this process's waits hand its core to other tasks (its ranks \
+                 share cores the count of cores online does not show, or another program runs \
+                 there): its waits give the core up, for the next {} waits, then look again",
                 crate::contention::SHARED_LOOKS
             ),
         );

@@ -6,9 +6,9 @@
 //! That count cannot see ranks confined to fewer CPUs than the machine has
 //! (`taskset`, a cgroup's cpuset, `--cpu-set` with overloaded binding):
 //! there a spinning waiter holds the very core its peer needs until its
-//! wait counts as long (`wait::LONG_WAIT_POLLS`, about 100 µs) and yields,
-//! which made 2 ranks under `--cpu-set 0` take about 106–154 µs a barrier
-//! against about 9.5 µs with `coll_hwbarr_idle yield` (docs/benchmarks.md).
+//! wait counts as long (`wait::LONG_WAIT_POLLS`, 100–135 µs) and yields,
+//! which made 2 ranks under `taskset -c 0` take 107–119 µs a barrier
+//! against 7–10 µs with `coll_hwbarr_idle yield` (docs/benchmarks.md).
 //!
 //! A long wait's yields tell: one that hands the core to another task
 //! counts as an involuntary context switch of this thread
@@ -73,8 +73,8 @@ impl Contention {
         true
     }
 
-    /// Is the core taken for shared now? One relaxed load: the hot path
-    /// asks it on every barrier.
+    /// Is the core taken for shared now? One relaxed load: every round of
+    /// a wait asks it.
     #[inline]
     pub fn shared(&self) -> bool {
         self.left.load(Relaxed) > 0
@@ -86,9 +86,10 @@ impl Contention {
         self.shared() && self.left.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok()
     }
 
-    /// True once per process, the first time the core is found shared.
+    /// True once per process, the first time it is asked after the core
+    /// was found shared (a load, and a swap only that once).
     pub fn first_finding(&self) -> bool {
-        !self.told.swap(true, Relaxed)
+        !self.told.load(Relaxed) && !self.told.swap(true, Relaxed)
     }
 }
 

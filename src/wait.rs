@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::contention::{self, CONTENTION};
+use crate::contention::{self, Contention, CONTENTION};
 pub use crate::settings::Idle;
 
 /// Rounds a `Sleep` waiter yields before it sleeps.
@@ -389,6 +389,18 @@ pub fn try_wait_after<E>(
 /// The loop of `try_wait_until`, with the policy of each round from
 /// `choose`, after `made` rounds of one poll each made by the caller.
 fn wait_by<E>(
+    choose: impl FnMut() -> WaitPolicy,
+    made: u32,
+    done: impl FnMut() -> Result<bool, E>,
+    progress: impl FnMut() -> Turn,
+    sleep: impl FnMut(),
+) -> Result<(), E> {
+    wait_by_with(&CONTENTION, choose, made, done, progress, sleep)
+}
+
+/// `wait_by` with the finding `contention` (the process's, or a test's).
+fn wait_by_with<E>(
+    contention: &Contention,
     mut choose: impl FnMut() -> WaitPolicy,
     made: u32,
     mut done: impl FnMut() -> Result<bool, E>,
@@ -399,14 +411,14 @@ fn wait_by<E>(
     let mut polls = u64::from(made);
     // Polls up to which a `Sleep` waiter stays awake after progress did work.
     let mut awake_until = 0u64;
-    // This wait counted against `CONTENTION`'s term.
+    // This wait counted against the finding's term.
     let mut counted = false;
     loop {
         rounds = rounds.saturating_add(1);
         let mut policy = choose();
         // A core found shared (`contention`): give it up, counting one look
         // per wait against the finding's term.
-        if policy.adapts && CONTENTION.shared() && (counted || CONTENTION.look()) {
+        if policy.adapts && contention.shared() && (counted || contention.look()) {
             counted = true;
             policy = policy.given_up();
         }
@@ -434,14 +446,14 @@ fn wait_by<E>(
             if turn == Turn::IdleYield {
                 // The engine's yield, then a look before the policy's own
                 // idle step: others ran meanwhile and may have released us.
-                tell_yield(policy);
+                tell_yield(contention, policy);
                 if done()? {
                     return Ok(());
                 }
             }
         }
         match policy.idle {
-            Idle::Spin if long => tell_yield(policy),
+            Idle::Spin if long => tell_yield(contention, policy),
             Idle::Spin => {}
             Idle::Yield => std::thread::yield_now(),
             Idle::Sleep if rounds <= YIELDS_BEFORE_SLEEP || polls < awake_until => std::thread::yield_now(),
@@ -450,14 +462,14 @@ fn wait_by<E>(
     }
 }
 
-/// A waiter's yield; one whose policy adapts also tells `CONTENTION`
+/// A waiter's yield; one whose policy adapts also tells `contention`
 /// whether it handed the core to another task. A spinning waiter yields
 /// only after the engine's idle turn (4.1 under `mpi_yield_when_idle`) and
 /// once its wait is long: where the core is its own, nobody else is ready
 /// to run then.
-fn tell_yield(policy: WaitPolicy) {
+fn tell_yield(contention: &Contention, policy: WaitPolicy) {
     if policy.adapts && policy.keeps_core() {
-        CONTENTION.yielded(contention::yield_and_tell());
+        contention.yielded(contention::yield_and_tell());
     } else {
         std::thread::yield_now();
     }
@@ -590,8 +602,6 @@ pub fn now_ns() -> u64 {
 mod tests {
     use super::*;
 
-    /// A blocking barrier's first round: never longer than the policy's
-    /// own round or the crowd's, and none for a crowd or a shared core.
     /// The automatic own-core policy adapts to a core found shared; a
     /// policy the user set, or one for cores shared by count, does not.
     #[test]
@@ -612,6 +622,65 @@ mod tests {
         }
     }
 
+    /// A wait whose policy adapts, while the core is found shared, polls
+    /// once a round and yields, turns no progress in its first rounds and
+    /// never sleeps, and counts one look per wait against the finding's
+    /// term; while not, it keeps spinning; a policy that does not adapt
+    /// is not touched either way.
+    #[test]
+    fn a_wait_gives_a_core_found_shared_up() {
+        // (progress turns, naps) of a wait released at its `need + 1`-th poll.
+        let run = |c: &Contention, p: WaitPolicy, need: u64| {
+            let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
+            let r: Result<(), ()> = wait_by_with(
+                c,
+                || p,
+                0,
+                || {
+                    polls += 1;
+                    Ok(polls > need)
+                },
+                || {
+                    turns += 1;
+                    Turn::Idle
+                },
+                || naps += 1,
+            );
+            r.unwrap();
+            (turns, naps)
+        };
+        let own = WaitPolicy::for_node(2, 2, false, -1, None);
+        let shared = Contention::new();
+        (0..3).for_each(|_| {
+            shared.yielded(true);
+        });
+        assert!(shared.shared());
+        // One poll a round and a yield, no turn in the 3 quiet rounds; then
+        // each round polls, turns progress and looks again before it
+        // yields: the 21st poll comes right after the 9th turn.
+        assert_eq!(YIELDS_BEFORE_SLEEP, 3);
+        assert_eq!(run(&shared, own, 20), (9, 0));
+        let left = |c: &Contention| (0..).take_while(|_| c.look()).count() as u32;
+        let counted = Contention::new();
+        (0..3).for_each(|_| {
+            counted.yielded(true);
+        });
+        run(&counted, own, 20);
+        run(&counted, own, 20);
+        assert_eq!(left(&counted), crate::contention::SHARED_LOOKS - 2, "one look per wait");
+        // Not found shared: 256 polls before the first turn.
+        assert_eq!(run(&Contention::new(), own, 20), (0, 0));
+        // The user's spin is kept, found shared or not.
+        let told = WaitPolicy::for_node(2, 2, false, -1, Some(Idle::Spin));
+        assert_eq!(run(&shared, told, 20), (0, 0));
+        // A sleeping policy (cores shared by count) sleeps as before.
+        let by_count = WaitPolicy::for_node(4, 2, false, -1, None);
+        let (_, naps) = run(&shared, by_count, 20);
+        assert!(naps > 0);
+    }
+
+    /// A blocking barrier's first round: never longer than the policy's
+    /// own round or the crowd's, and none for a crowd or a shared core.
     #[test]
     fn the_first_round_is_bounded_by_every_policy() {
         let own = WaitPolicy::for_node(2, 2, false, -1, None);

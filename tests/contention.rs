@@ -8,33 +8,45 @@ use std::sync::atomic::Ordering::Relaxed;
 use mca_coll_hwbarr::shm::sched::yield_and_tell;
 
 /// A yield with a task ready on this thread's core switches to it; one
-/// with nobody else on the core does not. Pinned to one CPU, with a
-/// busy thread pinned beside it; skipped where pinning is refused.
+/// with nobody else on the core does not. Pinned to the first CPU it may
+/// run on, with a busy thread pinned beside it. Skipped where pinning is
+/// refused; inconclusive (said, not failed) where the CPU is busy with
+/// other programs already, so that yields alone switch often too.
 #[test]
 fn a_yield_tells_whether_another_task_ran() {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    fn pin(cpu: usize) -> bool {
-        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
-        // sched_setaffinity get valid pointers to it.
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity gets a
+    // valid pointer to it and its size.
+    let first = unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        (libc::sched_getaffinity(0, size, &mut allowed) == 0)
+            .then(|| (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &allowed)))
+            .flatten()
+    };
+    let Some(cpu) = first else { return };
+    let pin = move || {
+        // SAFETY: as above; CPU_SET and sched_setaffinity get valid
+        // pointers to the set.
         unsafe {
             let mut s: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut s);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &s) == 0
+            libc::sched_setaffinity(0, size, &s) == 0
         }
-    }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let t = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            if !pin(0) {
+            if !pin() {
                 return None;
             }
             let alone = (0..1000).filter(|_| yield_and_tell()).count();
             let busy = {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
-                    pin(0);
+                    pin();
                     while !stop.load(Relaxed) {
                         std::hint::spin_loop();
                     }
@@ -48,7 +60,11 @@ fn a_yield_tells_whether_another_task_ran() {
         })
     };
     let Some((alone, beside)) = t.join().unwrap() else { return };
-    // Alone, a stray task (the test harness's other threads) may run
-    // now and then; beside a busy thread, far more often.
+    if alone > 100 {
+        eprintln!("inconclusive: CPU {cpu} is busy already (alone {alone} of 1000 yields switched, beside {beside})");
+        return;
+    }
+    // Alone, a stray task may run now and then; beside a busy thread, far
+    // more often (about 350 in 1,000 on the test machine).
     assert!(beside > 50 && beside > 4 * alone.max(1), "alone {alone}, beside a busy thread {beside}");
 }

@@ -13,7 +13,7 @@ pub fn yield_and_tell() -> bool {
 
 /// This thread's involuntary context switches so far (None if the kernel
 /// will not say).
-fn involuntary_switches() -> Option<i64> {
+fn involuntary_switches() -> Option<libc::c_long> {
     let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes a rusage into the pointer it is given,
     // which points to one.
