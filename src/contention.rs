@@ -19,9 +19,9 @@
 //! pick the yielder again: 351 of 1,000 yields beside a busy loop here).
 //! So switches score up and quiet yields down, and a score of
 //! `SHARE_SCORE` turns the process's automatic policy to giving its core
-//! up (`wait::WaitPolicy::given_up`) for the next `SHARED_LOOKS` looks at
-//! it, after which it spins again and finds out anew (a few long waits,
-//! under a millisecond, per 100,000 barriers). Only waits whose policy
+//! up (`wait::WaitPolicy::given_up`) for its next `SHARED_LOOKS` waits,
+//! after which it spins again and finds out anew (a few long waits, under
+//! a millisecond, per 100,000 waits). Only waits whose policy
 //! was chosen automatically (`WaitPolicy::adapts`) take part; `idle spin`
 //! set by the user is kept.
 //!
