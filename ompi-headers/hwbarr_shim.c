@@ -231,6 +231,8 @@ int hwb_mpi_yield_when_idle(void)
     return opal_progress_yield_when_idle ? 1 : 0;
 }
 
+int hwb_progress_yields(void) { return opal_progress_yield_when_idle ? 1 : 0; }
+
 /* The value of a string MCA variable, or NULL when unset or unknown. */
 static const char *string_var(const char *project, const char *framework, const char *component,
                               const char *name)

@@ -231,30 +231,6 @@ impl<P: P2p> Comm<P> {
         self.recounted.get().map_or(self.opts.policy, |w| w.0)
     }
 
-    /// Once per process, the first time a wait found its core shared
-    /// (`contention`): says so at verbosity 1. Off the hot path: a wait
-    /// that got past its first polls calls it.
-    pub fn tell_if_shared(&self) {
-        if CONTENTION.shared() && CONTENTION.first_finding() {
-            self.tell_shared();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn tell_shared(&self) {
-        let rank = report::world_rank().unwrap_or_else(|| "?".into());
-        report::verbose(
-            1,
-            &format!(
-                "world rank {rank}: this process's waits hand its core to other tasks (its ranks \
-                 share cores the count of cores online does not show, or another program runs \
-                 there): its waits give the core up, for the next {} waits, then look again",
-                crate::contention::SHARED_LOOKS
-            ),
-        );
-    }
-
     /// Candidate lines the line barrier would try on this node's device,
     /// shared by `local` ranks of ours (`shm::line_pick`), in a first
     /// barrier that is `blocking` or not: the parameter's, where ranks keep
@@ -726,6 +702,31 @@ impl<P: P2p> Comm<P> {
             ));
         }
     }
+}
+
+/// Once per process, the first time a wait found its core shared
+/// (`contention`): says so at verbosity 1. Off the hot path: a wait that
+/// got past its first polls, or a progress pass that tested the core,
+/// calls it.
+pub fn tell_if_shared() {
+    if CONTENTION.shared() && CONTENTION.first_finding() {
+        tell_shared();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn tell_shared() {
+    let rank = report::world_rank().unwrap_or_else(|| "?".into());
+    report::verbose(
+        1,
+        &format!(
+            "world rank {rank}: this process's waits hand its core to other tasks (its ranks share \
+             cores the count of cores online does not show, or another program runs there): its \
+             waits give the core up, for the next {} waits, then look again",
+            crate::contention::SHARED_LOOKS
+        ),
+    );
 }
 
 #[cfg(test)]

@@ -25,12 +25,22 @@
 //! was chosen automatically (`WaitPolicy::adapts`) take part; `idle spin`
 //! set by the user is kept.
 //!
+//! MPI_Ibarrier and the persistent barrier wait in Open MPI's own loops
+//! (`MPI_Wait`, `MPI_Test`), which turn progress and nothing else: there
+//! hwbarr's progress callback plays the waiter's part (`after_pass`).
+//! Passes that find a barrier of an adapting communicator still in flight
+//! and finish nothing yield when the core is found shared, and once such
+//! passes run long (`LONG_IDLE_PASSES` in a row) every `TELL_EVERY`-th
+//! yields and tells: without that a waiter in `MPI_Wait` held a shared
+//! core for the scheduler's whole time slice (4 ms a barrier at 2 ranks
+//! under `taskset -c 0`, docs/benchmarks.md).
+//!
 //! Process-wide: the core is the process's, whichever communicator found
 //! it shared. A heuristic, not a protocol: its counters are plain std
 //! atomics (no loom model), and whatever it concludes only changes how a
 //! rank waits, never whether a barrier is correct.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 pub use crate::shm::sched::yield_and_tell;
 
@@ -41,6 +51,26 @@ const SWITCH_SCORE: u32 = 2;
 /// Waits (those that get past their first polls) made with the core given
 /// up before the process spins again and re-tests.
 pub const SHARED_LOOKS: u32 = 100_000;
+/// Idle passes in a row (a barrier in flight, nothing finished) after
+/// which progress passes begin to test the core with a telling yield: as
+/// many as a blocking wait polls before it counts as long
+/// (`wait::LONG_WAIT_POLLS`), 60–130 µs of `MPI_Wait`'s loop here.
+pub const LONG_IDLE_PASSES: u64 = 4096;
+/// Once passes run long, one in this many yields and tells: rare enough
+/// that a program that tests between pieces of work (`MPI_Test` every
+/// microsecond, say) loses a few tenths of a percent to it where its core
+/// is its own.
+pub const TELL_EVERY: u64 = 1024;
+
+/// What a progress pass leaves its caller to do (`Contention::after_pass`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassStep {
+    Nothing,
+    /// The core is found shared: hand it over.
+    Yield,
+    /// Test the core: yield and tell `yielded` whether that switched.
+    YieldAndTell,
+}
 
 /// The process's finding.
 pub struct Contention {
@@ -49,11 +79,20 @@ pub struct Contention {
     left: AtomicU32,
     /// Whether the finding was reported once already.
     told: AtomicBool,
+    /// Progress passes in a row that found a barrier in flight and
+    /// finished nothing (plain load and store: passes of several threads
+    /// may lose a count, which only delays a test).
+    idle_passes: AtomicU64,
 }
 
 impl Contention {
     pub const fn new() -> Contention {
-        Contention { score: AtomicU32::new(0), left: AtomicU32::new(0), told: AtomicBool::new(false) }
+        Contention {
+            score: AtomicU32::new(0),
+            left: AtomicU32::new(0),
+            told: AtomicBool::new(false),
+            idle_passes: AtomicU64::new(0),
+        }
     }
 
     /// After a long wait's yield: whether it `switched` to another task.
@@ -84,6 +123,30 @@ impl Contention {
     #[inline]
     pub fn look(&self) -> bool {
         self.shared() && self.left.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok()
+    }
+
+    /// After a progress pass: whether it `finished` a barrier and whether a
+    /// barrier of a communicator whose policy adapts is `waiting` still.
+    /// The first idle pass of a stretch counts one look against the
+    /// finding's term, as a blocking wait does.
+    #[inline]
+    pub fn after_pass(&self, finished: bool, waiting: bool) -> PassStep {
+        if finished || !waiting {
+            if self.idle_passes.load(Relaxed) != 0 {
+                self.idle_passes.store(0, Relaxed);
+            }
+            return PassStep::Nothing;
+        }
+        let n = self.idle_passes.load(Relaxed) + 1;
+        self.idle_passes.store(n, Relaxed);
+        let shared = if n == 1 { self.look() } else { self.shared() };
+        if shared {
+            PassStep::Yield
+        } else if n >= LONG_IDLE_PASSES && (n - LONG_IDLE_PASSES).is_multiple_of(TELL_EVERY) {
+            PassStep::YieldAndTell
+        } else {
+            PassStep::Nothing
+        }
     }
 
     /// True once per process, the first time it is asked after the core
@@ -129,6 +192,39 @@ mod tests {
         let c = Contention::new();
         let found = (0..200).any(|i| c.yielded(i % 3 != 2));
         assert!(found && c.shared());
+    }
+
+    /// Progress passes: nothing until a barrier has waited long, then one
+    /// telling yield every `TELL_EVERY` idle passes; a finished barrier or
+    /// none in flight starts the count anew; with the core found shared
+    /// every idle pass yields, and a stretch counts one look.
+    #[test]
+    fn passes_test_the_core_late_and_yield_once_it_is_shared() {
+        let c = Contention::new();
+        let steps = |c: &Contention, n: u64| (0..n).map(|_| c.after_pass(false, true)).collect::<Vec<_>>();
+        let s = steps(&c, LONG_IDLE_PASSES + 2 * TELL_EVERY);
+        let tells: Vec<usize> = s.iter().enumerate().filter(|(_, &x)| x != PassStep::Nothing).map(|(i, _)| i).collect();
+        let first = LONG_IDLE_PASSES as usize - 1;
+        assert_eq!(tells, vec![first, first + TELL_EVERY as usize, first + 2 * TELL_EVERY as usize]);
+        assert!(s.iter().all(|&x| x != PassStep::Yield));
+        // A pass that finished something, or found nothing waiting, starts
+        // the count anew.
+        for reset in [(true, true), (false, false)] {
+            assert_eq!(c.after_pass(reset.0, reset.1), PassStep::Nothing);
+            assert!(steps(&c, LONG_IDLE_PASSES - 1).iter().all(|&x| x == PassStep::Nothing));
+            assert_eq!(c.after_pass(false, true), PassStep::YieldAndTell);
+        }
+        // Shared: every idle pass yields; a stretch is one look.
+        (0..3).for_each(|_| {
+            c.yielded(true);
+        });
+        assert!(steps(&c, 10).iter().all(|&x| x == PassStep::Yield));
+        assert_eq!(c.left.load(Relaxed), SHARED_LOOKS, "no new stretch, no look");
+        c.after_pass(true, true);
+        assert_eq!(c.after_pass(false, true), PassStep::Yield);
+        assert_eq!(c.left.load(Relaxed), SHARED_LOOKS - 1, "a new stretch: one look");
+        // Nothing waiting: nothing to yield for, shared or not.
+        assert_eq!(c.after_pass(false, false), PassStep::Nothing);
     }
 
     /// The finding lasts `SHARED_LOOKS` looks, then the process spins again.

@@ -227,7 +227,7 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket, made: u32) -> Result<(), c_int> {
             wait::try_wait_crowded(policy(c), crowd, done, || c.p2p().progress(), sleep)
         }
     };
-    c.tell_if_shared();
+    crate::comm::tell_if_shared();
     waited
 }
 

@@ -2,23 +2,37 @@
 //! callback, registered when the first module has a barrier in flight,
 //! advances the modules in its list — those with barriers in flight, and
 //! for a while those that just had some (`ompi::server`) — and costs one
-//! atomic load on every progress turn when the list is empty.
+//! atomic load on every progress turn when the list is empty. A pass
+//! that leaves a barrier waiting also waits as a blocking barrier would:
+//! it yields a core found shared (`contention::Contention::after_pass`).
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Mutex, TryLockError};
 
+use crate::comm;
+use crate::contention::{self, PassStep, CONTENTION};
 use crate::ompi::ffi;
 use crate::ompi::report::guard;
 use crate::ompi::probe::{self, Point};
 
 /// What progress advances: a module's state with operations in flight.
 pub(crate) trait Watched: Sync {
-    /// Advances its operations without blocking: how many finished, and
-    /// whether it stays watched (false: nothing in flight, and it has
-    /// cleared its own mark so that its next issuer calls `watch` again).
-    fn advance_watched(&self) -> (u64, bool);
+    /// Advances its operations without blocking (`Advanced`).
+    fn advance_watched(&self) -> Advanced;
+}
+
+/// What one state's part of a progress pass did.
+pub(crate) struct Advanced {
+    /// Operations finished.
+    pub finished: u64,
+    /// Stays watched (false: nothing in flight, and it has cleared its own
+    /// mark so that its next issuer calls `watch` again).
+    pub stays: bool,
+    /// A barrier is still in flight on a communicator whose waiting policy
+    /// adapts to a core found shared (`contention`).
+    pub waiting: bool,
 }
 
 /// A watched state, by address.
@@ -78,6 +92,7 @@ unsafe extern "C" fn progress() -> c_int {
     probe::stamp(Point::PassIn);
     guard("progress", 0, || {
         let mut events = 0;
+        let mut waiting = false;
         // A panic caught while the lock was held poisons it; the list
         // itself is still sound, so keep going with it.
         let mut w = match WATCHED.try_lock() {
@@ -89,13 +104,26 @@ unsafe extern "C" fn progress() -> c_int {
             // SAFETY: watched states are alive: `forget` removes them
             // under this lock before they are dropped.
             let st = unsafe { &*e.0 };
-            let (finished, stays) = st.advance_watched();
-            events += finished as c_int;
-            stays
+            let a = st.advance_watched();
+            events += a.finished as c_int;
+            waiting |= a.waiting;
+            a.stays
         });
         WATCHING.store(w.len(), Release);
         drop(w);
         probe::stamp(Point::PassOut);
+        match CONTENTION.after_pass(events > 0, waiting) {
+            PassStep::Nothing => {}
+            // Open MPI yields itself after this pass (`mpi_yield_when_idle`).
+            // SAFETY: reads one flag of Open MPI's progress engine.
+            _ if unsafe { ffi::hwb_progress_yields() } != 0 => {}
+            PassStep::Yield => std::thread::yield_now(),
+            PassStep::YieldAndTell => {
+                if CONTENTION.yielded(contention::yield_and_tell()) {
+                    comm::tell_if_shared();
+                }
+            }
+        }
         events
     })
 }

@@ -15,7 +15,7 @@ use crate::comm::{Comm, Route};
 use crate::engine::{Outcome, Queue};
 use crate::express::{Express, Polled, Watch};
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
-use crate::ompi::progress::{self, Watched};
+use crate::ompi::progress::{self, Advanced, Watched};
 use crate::ompi::probe::{self, Point};
 use crate::p2p::pml::Pml;
 use crate::wait::{self, WaitPolicy};
@@ -251,7 +251,7 @@ impl Server {
 }
 
 impl Watched for Server {
-    fn advance_watched(&self) -> (u64, bool) {
+    fn advance_watched(&self) -> Advanced {
         let mut finished = 0;
         // The express lane without a lock: the common case.
         let c = &self.comm;
@@ -269,22 +269,22 @@ impl Watched for Server {
                     finished += inner.queue.finished() - before;
                 }
                 // Another thread holds the queue: look again next pass.
-                None => return (finished, true),
+                None => return Advanced { finished, stays: true, waiting: false },
             }
         }
         if self.in_flight() {
             self.idle_passes.store(0, Relaxed);
-            return (finished, true);
+            return Advanced { finished, stays: true, waiting: self.comm.policy().adapts };
         }
         let idle = self.idle_passes.load(Relaxed) + 1;
         if idle < LINGER_PASSES {
             self.idle_passes.store(idle, Relaxed);
-            return (finished, true);
+            return Advanced { finished, stays: true, waiting: false };
         }
         // Nothing in flight for a while: leave the list, unless a barrier
         // was issued since that look (its issuer saw the mark still set).
         self.idle_passes.store(0, Relaxed);
-        (finished, !self.watch.disarm(|| self.in_flight()))
+        Advanced { finished, stays: !self.watch.disarm(|| self.in_flight()), waiting: false }
     }
 }
 

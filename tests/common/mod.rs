@@ -373,7 +373,7 @@ pub fn board_job(np: usize, alg: &str, mode: &str, iters: u32) -> Job {
 }
 
 /// `mode` with `alg` at verbosity 2 on a fresh board, with `extra_env`.
-fn board_job_env(np: usize, alg: &str, mode: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
+pub fn board_job_env(np: usize, alg: &str, mode: &str, iters: u32, extra_env: &[(&str, &str)]) -> Job {
     let b = board();
     let mut env = vec![("HWBARR_BOARD", b.to_str().unwrap())];
     // The polled barrier's ranks are not placed on an oversubscribed node
