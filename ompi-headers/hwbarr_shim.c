@@ -231,7 +231,11 @@ int hwb_mpi_yield_when_idle(void)
     return opal_progress_yield_when_idle ? 1 : 0;
 }
 
-int hwb_progress_yields(void) { return opal_progress_yield_when_idle ? 1 : 0; }
+/* The engine's yield switch while hwb_progress_unyielding's turn has it
+ * off (only without MPI_THREAD_MULTIPLE: one thread). */
+static bool unyielding_saved = false;
+
+int hwb_progress_yields(void) { return opal_progress_yield_when_idle || unyielding_saved ? 1 : 0; }
 
 /* The value of a string MCA variable, or NULL when unset or unknown. */
 static const char *string_var(const char *project, const char *framework, const char *component,
@@ -254,7 +258,9 @@ int hwb_progress_unyielding(void)
         return -1;
     }
     bool yield = opal_progress_set_yield_when_idle(false);
+    unyielding_saved = yield;
     opal_progress();
+    unyielding_saved = false;
     opal_progress_set_yield_when_idle(yield);
     return yield ? 1 : 0;
 }

@@ -55,9 +55,9 @@ int hwb_runtime_version(int *major, int *minor, int *release);
  * variable: MPI_Init applies it to opal_progress only after MPI_COMM_WORLD
  * has chosen its collectives. */
 int hwb_mpi_yield_when_idle(void);
-/* 1 when opal_progress yields after a pass that found nothing to do, as
- * it does now (opal_progress_yield_when_idle): read on every idle pass
- * that would yield, so one load. */
+/* 1 when opal_progress yields after a pass that found nothing to do
+ * (opal_progress_yield_when_idle, or what it was before
+ * hwb_progress_unyielding turned it off for its turn): two loads. */
 int hwb_progress_yields(void);
 /* 1 when MPI_Init granted MPI_THREAD_MULTIPLE (ompi_mpi_thread_multiple,
  * set before MPI_COMM_WORLD chooses its collectives). */

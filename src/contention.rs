@@ -28,9 +28,10 @@
 //! MPI_Ibarrier and the persistent barrier wait in Open MPI's own loops
 //! (`MPI_Wait`, `MPI_Test`), which turn progress and nothing else: there
 //! hwbarr's progress callback plays the waiter's part (`after_pass`).
-//! Passes that find a barrier of an adapting communicator still in flight
-//! and finish nothing yield when the core is found shared, and once such
-//! passes run long (`LONG_IDLE_PASSES` in a row) every `TELL_EVERY`-th
+//! Passes that find a barrier still in flight and finish nothing yield
+//! where its communicator's waiters give their core up (cores shared by
+//! count or by setting) or, if its policy adapts, where the core is found
+//! shared; and once such passes run long (`LONG_IDLE_PASSES` in a row) every `TELL_EVERY`-th
 //! yields and tells: without that a waiter in `MPI_Wait` held a shared
 //! core for the scheduler's whole time slice (4 ms a barrier at 2 ranks
 //! under `taskset -c 0`, docs/benchmarks.md).
@@ -61,6 +62,18 @@ pub const LONG_IDLE_PASSES: u64 = 4096;
 /// microsecond, say) loses a few tenths of a percent to it where its core
 /// is its own.
 pub const TELL_EVERY: u64 = 1024;
+
+/// What a progress pass left in flight, by the most telling communicator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Waiting {
+    /// Nothing, or barriers whose waiters keep their core as the user set.
+    Nothing,
+    /// A barrier of a communicator whose policy adapts (`wait::WaitPolicy::adapts`).
+    OwnCore,
+    /// A barrier of a communicator whose waiters give their core up (ranks
+    /// outnumber cores, or `coll_hwbarr_idle` says so).
+    SharedCore,
+}
 
 /// What a progress pass leaves its caller to do (`Contention::after_pass`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,13 +138,15 @@ impl Contention {
         self.shared() && self.left.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok()
     }
 
-    /// After a progress pass: whether it `finished` a barrier and whether a
-    /// barrier of a communicator whose policy adapts is `waiting` still.
-    /// The first idle pass of a stretch counts one look against the
-    /// finding's term, as a blocking wait does.
+    /// After a progress pass: whether it `finished` a barrier, and what is
+    /// `waiting` still. Idle passes yield where the communicator's waiters
+    /// give their core up; for those whose policy adapts, where the core is
+    /// found shared (the first idle pass of a stretch counts one look
+    /// against the finding's term, as a blocking wait does), and late in a
+    /// stretch now and then to test it.
     #[inline]
-    pub fn after_pass(&self, finished: bool, waiting: bool) -> PassStep {
-        if finished || !waiting {
+    pub fn after_pass(&self, finished: bool, waiting: Waiting) -> PassStep {
+        if finished || waiting == Waiting::Nothing {
             if self.idle_passes.load(Relaxed) != 0 {
                 self.idle_passes.store(0, Relaxed);
             }
@@ -139,6 +154,9 @@ impl Contention {
         }
         let n = self.idle_passes.load(Relaxed) + 1;
         self.idle_passes.store(n, Relaxed);
+        if waiting == Waiting::SharedCore {
+            return PassStep::Yield;
+        }
         let shared = if n == 1 { self.look() } else { self.shared() };
         if shared {
             PassStep::Yield
@@ -196,12 +214,13 @@ mod tests {
 
     /// Progress passes: nothing until a barrier has waited long, then one
     /// telling yield every `TELL_EVERY` idle passes; a finished barrier or
-    /// none in flight starts the count anew; with the core found shared
-    /// every idle pass yields, and a stretch counts one look.
+    /// none in flight starts the count anew; cores shared by count yield on
+    /// every idle pass; with the core found shared every idle pass yields,
+    /// and a stretch counts one look.
     #[test]
     fn passes_test_the_core_late_and_yield_once_it_is_shared() {
         let c = Contention::new();
-        let steps = |c: &Contention, n: u64| (0..n).map(|_| c.after_pass(false, true)).collect::<Vec<_>>();
+        let steps = |c: &Contention, n: u64| (0..n).map(|_| c.after_pass(false, Waiting::OwnCore)).collect::<Vec<_>>();
         let s = steps(&c, LONG_IDLE_PASSES + 2 * TELL_EVERY);
         let tells: Vec<usize> = s.iter().enumerate().filter(|(_, &x)| x != PassStep::Nothing).map(|(i, _)| i).collect();
         let first = LONG_IDLE_PASSES as usize - 1;
@@ -209,22 +228,31 @@ mod tests {
         assert!(s.iter().all(|&x| x != PassStep::Yield));
         // A pass that finished something, or found nothing waiting, starts
         // the count anew.
-        for reset in [(true, true), (false, false)] {
+        for reset in [(true, Waiting::OwnCore), (false, Waiting::Nothing)] {
             assert_eq!(c.after_pass(reset.0, reset.1), PassStep::Nothing);
             assert!(steps(&c, LONG_IDLE_PASSES - 1).iter().all(|&x| x == PassStep::Nothing));
-            assert_eq!(c.after_pass(false, true), PassStep::YieldAndTell);
+            assert_eq!(c.after_pass(false, Waiting::OwnCore), PassStep::YieldAndTell);
         }
+        // Cores shared by count or by setting: every idle pass yields, no
+        // look, no test; a finished barrier yields nothing.
+        for _ in 0..3 {
+            assert_eq!(c.after_pass(false, Waiting::SharedCore), PassStep::Yield);
+        }
+        assert_eq!(c.after_pass(true, Waiting::SharedCore), PassStep::Nothing);
+        assert!(!c.shared());
+        // A stretch begins before the finding.
+        assert_eq!(c.after_pass(false, Waiting::OwnCore), PassStep::Nothing);
         // Shared: every idle pass yields; a stretch is one look.
         (0..3).for_each(|_| {
             c.yielded(true);
         });
         assert!(steps(&c, 10).iter().all(|&x| x == PassStep::Yield));
         assert_eq!(c.left.load(Relaxed), SHARED_LOOKS, "no new stretch, no look");
-        c.after_pass(true, true);
-        assert_eq!(c.after_pass(false, true), PassStep::Yield);
+        c.after_pass(true, Waiting::OwnCore);
+        assert_eq!(c.after_pass(false, Waiting::OwnCore), PassStep::Yield);
         assert_eq!(c.left.load(Relaxed), SHARED_LOOKS - 1, "a new stretch: one look");
         // Nothing waiting: nothing to yield for, shared or not.
-        assert_eq!(c.after_pass(false, false), PassStep::Nothing);
+        assert_eq!(c.after_pass(false, Waiting::Nothing), PassStep::Nothing);
     }
 
     /// The finding lasts `SHARED_LOOKS` looks, then the process spins again.

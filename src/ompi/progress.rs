@@ -4,7 +4,8 @@
 //! for a while those that just had some (`ompi::server`) — and costs one
 //! atomic load on every progress turn when the list is empty. A pass
 //! that leaves a barrier waiting also waits as a blocking barrier would:
-//! it yields a core found shared (`contention::Contention::after_pass`).
+//! it yields a core shared by count, by setting or by finding
+//! (`contention::Contention::after_pass`).
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::{Relaxed, Release};
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Mutex, TryLockError};
 
 use crate::comm;
-use crate::contention::{self, PassStep, CONTENTION};
+use crate::contention::{self, PassStep, Waiting, CONTENTION};
 use crate::ompi::ffi;
 use crate::ompi::report::guard;
 use crate::ompi::probe::{self, Point};
@@ -30,9 +31,8 @@ pub(crate) struct Advanced {
     /// Stays watched (false: nothing in flight, and it has cleared its own
     /// mark so that its next issuer calls `watch` again).
     pub stays: bool,
-    /// A barrier is still in flight on a communicator whose waiting policy
-    /// adapts to a core found shared (`contention`).
-    pub waiting: bool,
+    /// What is still in flight, by its communicator's waiting policy.
+    pub waiting: Waiting,
 }
 
 /// A watched state, by address.
@@ -92,7 +92,7 @@ unsafe extern "C" fn progress() -> c_int {
     probe::stamp(Point::PassIn);
     guard("progress", 0, || {
         let mut events = 0;
-        let mut waiting = false;
+        let mut waiting = Waiting::Nothing;
         // A panic caught while the lock was held poisons it; the list
         // itself is still sound, so keep going with it.
         let mut w = match WATCHED.try_lock() {
@@ -106,7 +106,7 @@ unsafe extern "C" fn progress() -> c_int {
             let st = unsafe { &*e.0 };
             let a = st.advance_watched();
             events += a.finished as c_int;
-            waiting |= a.waiting;
+            waiting = waiting.max(a.waiting);
             a.stays
         });
         WATCHING.store(w.len(), Release);

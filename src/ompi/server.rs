@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::barrier::{self, device, Op};
 use crate::comm::{Comm, Route};
+use crate::contention::Waiting;
 use crate::engine::{Outcome, Queue};
 use crate::express::{Express, Polled, Watch};
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
@@ -180,6 +181,19 @@ impl Server {
         }
     }
 
+    /// How a barrier of ours in flight waits between progress passes
+    /// (`contention::Waiting`).
+    fn waiting(&self) -> Waiting {
+        let p = self.comm.policy();
+        if !p.keeps_core() {
+            Waiting::SharedCore
+        } else if p.adapts {
+            Waiting::OwnCore
+        } else {
+            Waiting::Nothing
+        }
+    }
+
     /// Barriers in flight: in the express lane or queued.
     pub(crate) fn in_flight(&self) -> bool {
         !self.express.idle(&self.queued)
@@ -269,22 +283,22 @@ impl Watched for Server {
                     finished += inner.queue.finished() - before;
                 }
                 // Another thread holds the queue: look again next pass.
-                None => return Advanced { finished, stays: true, waiting: false },
+                None => return Advanced { finished, stays: true, waiting: Waiting::Nothing },
             }
         }
         if self.in_flight() {
             self.idle_passes.store(0, Relaxed);
-            return Advanced { finished, stays: true, waiting: self.comm.policy().adapts };
+            return Advanced { finished, stays: true, waiting: self.waiting() };
         }
         let idle = self.idle_passes.load(Relaxed) + 1;
         if idle < LINGER_PASSES {
             self.idle_passes.store(idle, Relaxed);
-            return Advanced { finished, stays: true, waiting: false };
+            return Advanced { finished, stays: true, waiting: Waiting::Nothing };
         }
         // Nothing in flight for a while: leave the list, unless a barrier
         // was issued since that look (its issuer saw the mark still set).
         self.idle_passes.store(0, Relaxed);
-        Advanced { finished, stays: !self.watch.disarm(|| self.in_flight()), waiting: false }
+        Advanced { finished, stays: !self.watch.disarm(|| self.in_flight()), waiting: Waiting::Nothing }
     }
 }
 
