@@ -171,7 +171,9 @@ impl Setting for Option<Idle> {
                    more: spawned or connected jobs), yield when mpi_yield_when_idle is set, spin otherwise; a \
                    spinning process whose long waits' yields hand its core to other tasks (its ranks confined to fewer \
                    CPUs than they are, another program on its core) yields each round instead, for its next 100000 \
-                   waits, then spins and looks again",
+                   waits, then spins and looks again. MPI_Wait and MPI_Test on an MPI_Ibarrier or persistent barrier \
+                   wait alike: hwbarr's progress passes yield where the cores are shared and Open MPI does not yield \
+                   itself",
             value: None,
         },
         Choice {
@@ -179,11 +181,17 @@ impl Setting for Option<Idle> {
             help: "keep the core, turning MPI progress every 256 polls; after about 135 us without release, turn it after every poll and yield the core",
             value: Some(Idle::Spin),
         },
-        Choice { name: c"yield", help: "sched_yield", value: Some(Idle::Yield) },
+        Choice {
+            name: c"yield",
+            help: "sched_yield after each round of polls; in MPI_Wait and MPI_Test, after each progress pass that \
+                   leaves a barrier waiting",
+            value: Some(Idle::Yield),
+        },
         Choice {
             name: c"sleep",
             help: "sleep on the barrier's shared word until the releasing rank wakes it - a futex; no system call \
-                   when nobody sleeps",
+                   when nobody sleeps; MPI_Wait and MPI_Test, which cannot sleep there, yield after each progress pass \
+                   that leaves a barrier waiting",
             value: Some(Idle::Sleep),
         },
     ];
