@@ -258,9 +258,10 @@ int hwb_progress_unyielding(void)
         return -1;
     }
     bool yield = opal_progress_set_yield_when_idle(false);
-    unyielding_saved = yield;
+    bool outer = unyielding_saved;
+    unyielding_saved = yield || outer;
     opal_progress();
-    unyielding_saved = false;
+    unyielding_saved = outer;
     opal_progress_set_yield_when_idle(yield);
     return yield ? 1 : 0;
 }

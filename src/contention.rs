@@ -92,10 +92,23 @@ pub struct Contention {
     left: AtomicU32,
     /// Whether the finding was reported once already.
     told: AtomicBool,
-    /// Progress passes in a row that found a barrier in flight and
-    /// finished nothing (plain load and store: passes of several threads
-    /// may lose a count, which only delays a test).
-    idle_passes: AtomicU64,
+    /// What progress passes write (`Passes`), on lines of their own: a
+    /// thread waiting in MPI_Wait writes them on every pass, while other
+    /// threads' blocking waits read `left` on every round.
+    passes: Passes,
+}
+
+/// The progress passes' counts (`Contention::after_pass`).
+#[repr(align(128))]
+struct Passes {
+    /// Passes in a row that found a barrier in flight and finished
+    /// nothing. Process-wide, plain load and store: under
+    /// MPI_THREAD_MULTIPLE one thread's finished barrier starts another's
+    /// count anew and passes of several threads may lose a count, which
+    /// only delays a test (blocking waits make the finding too).
+    idle: AtomicU64,
+    /// Yields those passes made (said at MPI_Finalize, verbosity 2).
+    yields: AtomicU64,
 }
 
 impl Contention {
@@ -104,7 +117,7 @@ impl Contention {
             score: AtomicU32::new(0),
             left: AtomicU32::new(0),
             told: AtomicBool::new(false),
-            idle_passes: AtomicU64::new(0),
+            passes: Passes { idle: AtomicU64::new(0), yields: AtomicU64::new(0) },
         }
     }
 
@@ -147,13 +160,13 @@ impl Contention {
     #[inline]
     pub fn after_pass(&self, finished: bool, waiting: Waiting) -> PassStep {
         if finished || waiting == Waiting::Nothing {
-            if self.idle_passes.load(Relaxed) != 0 {
-                self.idle_passes.store(0, Relaxed);
+            if self.passes.idle.load(Relaxed) != 0 {
+                self.passes.idle.store(0, Relaxed);
             }
             return PassStep::Nothing;
         }
-        let n = self.idle_passes.load(Relaxed) + 1;
-        self.idle_passes.store(n, Relaxed);
+        let n = self.passes.idle.load(Relaxed) + 1;
+        self.passes.idle.store(n, Relaxed);
         if waiting == Waiting::SharedCore {
             return PassStep::Yield;
         }
@@ -165,6 +178,16 @@ impl Contention {
         } else {
             PassStep::Nothing
         }
+    }
+
+    /// A progress pass yielded (`after_pass`'s step, taken).
+    pub fn pass_yielded(&self) {
+        self.passes.yields.fetch_add(1, Relaxed);
+    }
+
+    /// Yields progress passes made so far.
+    pub fn pass_yields(&self) -> u64 {
+        self.passes.yields.load(Relaxed)
     }
 
     /// True once per process, the first time it is asked after the core
@@ -180,7 +203,8 @@ impl Default for Contention {
     }
 }
 
-/// The process's finding, fed by `wait`'s long waits.
+/// The process's finding, fed by `wait`'s long waits and by progress
+/// passes (`after_pass`).
 pub static CONTENTION: Contention = Contention::new();
 
 #[cfg(test)]

@@ -171,9 +171,10 @@ impl Setting for Option<Idle> {
                    more: spawned or connected jobs), yield when mpi_yield_when_idle is set, spin otherwise; a \
                    spinning process whose long waits' yields hand its core to other tasks (its ranks confined to fewer \
                    CPUs than they are, another program on its core) yields each round instead, for its next 100000 \
-                   waits, then spins and looks again. MPI_Wait and MPI_Test on an MPI_Ibarrier or persistent barrier \
-                   wait alike: hwbarr's progress passes yield where the cores are shared and Open MPI does not yield \
-                   itself",
+                   waits, then spins and looks again. While an MPI_Ibarrier or persistent barrier is in flight, each \
+                   progress pass of any MPI call (MPI_Wait, MPI_Test...) that finishes none of hwbarr's barriers \
+                   yields where the cores are shared (counted, set or found) and Open MPI does not yield itself; \
+                   where the core is kept, one pass in 1024 tests it once such passes have run 4096 in a row",
             value: None,
         },
         Choice {
@@ -183,15 +184,16 @@ impl Setting for Option<Idle> {
         },
         Choice {
             name: c"yield",
-            help: "sched_yield after each round of polls; in MPI_Wait and MPI_Test, after each progress pass that \
-                   leaves a barrier waiting",
+            help: "sched_yield after each round of polls; while a barrier is in flight, after each progress pass \
+                   (of MPI_Wait, MPI_Test or any MPI call) that finishes none of hwbarr's, unless Open MPI yields \
+                   itself",
             value: Some(Idle::Yield),
         },
         Choice {
             name: c"sleep",
             help: "sleep on the barrier's shared word until the releasing rank wakes it - a futex; no system call \
-                   when nobody sleeps; MPI_Wait and MPI_Test, which cannot sleep there, yield after each progress pass \
-                   that leaves a barrier waiting",
+                   when nobody sleeps; while a barrier is in flight, progress passes (MPI_Wait, MPI_Test, any MPI call) \
+                   yield as with 'yield'",
             value: Some(Idle::Sleep),
         },
     ];

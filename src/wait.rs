@@ -602,6 +602,13 @@ pub fn now_ns() -> u64 {
 mod tests {
     use super::*;
 
+    /// Progress passes count as long after as many idle passes as a
+    /// blocking wait polls before it counts as long.
+    #[test]
+    fn passes_and_waits_count_as_long_alike() {
+        assert_eq!(crate::contention::LONG_IDLE_PASSES, LONG_WAIT_POLLS);
+    }
+
     /// The automatic own-core policy adapts to a core found shared; a
     /// policy the user set, or one for cores shared by count, does not.
     #[test]

@@ -208,12 +208,23 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
         assert!(job.stderr().contains(FOUND), "{}", job.dump());
     }
     // Persistent barriers only, waited for in MPI_Wait and MPI_Test loops:
-    // hwbarr's progress passes make the finding.
+    // hwbarr's progress passes make the finding and give the core up; with
+    // `idle yield` they give it up from the start, and make no finding.
+    let yielded = |job: &Job| {
+        (0..2).all(|r| {
+            let head = format!("world rank {r}: progress passes gave the core up ");
+            job.stderr().lines().any(|l| l.split_once(&head).is_some_and(|(_, n)| !n.starts_with('0')))
+        })
+    };
     let job = confined("persistent", 400, &[("HWBARR_PERSISTENT_ONLY", "1")]).expect("pinned before");
     assert_eq!(job.stdout().matches("persistent OK").count(), 2, "{}", job.dump());
     if spins(&job) {
-        assert!(job.stderr().contains(FOUND), "{}", job.dump());
+        assert!(job.stderr().contains(FOUND) && yielded(&job), "{}", job.dump());
     }
+    let job = confined("persistent", 400, &[("HWBARR_PERSISTENT_ONLY", "1"), ("OMPI_MCA_coll_hwbarr_idle", "yield")])
+        .expect("pinned before");
+    assert_eq!(job.stdout().matches("persistent OK").count(), 2, "{}", job.dump());
+    assert!(yielded(&job) && !job.stderr().contains(FOUND), "{}", job.dump());
 
     let job = confined("semantics", 3000, &[("OMPI_MCA_coll_hwbarr_idle", "spin")]).expect("pinned before");
     assert!(job.ok(), "{}", job.dump());

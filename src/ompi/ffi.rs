@@ -50,6 +50,7 @@ pub const ERROR: i32 = -1;
 /// checked its wait. Under MPI_THREAD_MULTIPLE 4.1's turns run as usual and
 /// say nothing (the yield switch is process-wide).
 pub fn progress() -> Turn {
+    let _own = OwnTurn::begin();
     did_work(
         // SAFETY: opal_progress may be called from any thread inside an
         // MPI call, which is where hwbarr runs.
@@ -58,6 +59,34 @@ pub fn progress() -> Turn {
         // returns and touches it only without MPI_THREAD_MULTIPLE.
         || unsafe { hwb_progress_unyielding() },
     )
+}
+
+thread_local! {
+    /// This thread is in a progress turn of hwbarr's own wait (`progress`).
+    static OWN_TURN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread's progress turn as hwbarr's own while it lives: the
+/// wait that turns it yields or sleeps by its own policy, so hwbarr's
+/// progress callback must not yield in it as well (4.1 times such a turn
+/// to tell work from idleness, and a yield inside it reads as work).
+struct OwnTurn(bool);
+
+impl OwnTurn {
+    fn begin() -> OwnTurn {
+        OwnTurn(OWN_TURN.replace(true))
+    }
+}
+
+impl Drop for OwnTurn {
+    fn drop(&mut self) {
+        OWN_TURN.set(self.0);
+    }
+}
+
+/// Whether this thread is in a progress turn of hwbarr's own wait.
+pub fn in_own_turn() -> bool {
+    OWN_TURN.get()
 }
 
 /// One progress turn: `turn` where it counts its events, else

@@ -75,8 +75,17 @@ pub(crate) fn forget<T>(st: *const T) {
     WATCHING.store(w.len(), Release);
 }
 
-/// Component close: no callback may outlive our code.
+/// Component close: no callback may outlive our code. At verbosity 2
+/// says how often progress passes gave the core up.
 pub fn shutdown() {
+    let yields = CONTENTION.pass_yields();
+    if yields > 0 {
+        let rank = crate::ompi::report::world_rank().unwrap_or_else(|| "?".into());
+        crate::ompi::report::verbose(
+            2,
+            &format!("world rank {rank}: progress passes gave the core up {yields} times while barriers waited"),
+        );
+    }
     if REGISTERED.swap(false, Relaxed) {
         // SAFETY: unregisters the function registered in `watch`.
         unsafe { ffi::opal_progress_unregister(Some(progress)) };
@@ -117,9 +126,16 @@ unsafe extern "C" fn progress() -> c_int {
             // Open MPI yields itself after this pass (`mpi_yield_when_idle`).
             // SAFETY: reads one flag of Open MPI's progress engine.
             _ if unsafe { ffi::hwb_progress_yields() } != 0 => {}
-            PassStep::Yield => std::thread::yield_now(),
+            // hwbarr's own wait turned this pass: it yields by its policy.
+            _ if ffi::in_own_turn() => {}
+            PassStep::Yield => {
+                std::thread::yield_now();
+                CONTENTION.pass_yielded();
+            }
             PassStep::YieldAndTell => {
-                if CONTENTION.yielded(contention::yield_and_tell()) {
+                let found = CONTENTION.yielded(contention::yield_and_tell());
+                CONTENTION.pass_yielded();
+                if found {
                     comm::tell_if_shared();
                 }
             }

@@ -283,7 +283,7 @@ impl Watched for Server {
                     finished += inner.queue.finished() - before;
                 }
                 // Another thread holds the queue: look again next pass.
-                None => return Advanced { finished, stays: true, waiting: Waiting::Nothing },
+                None => return Advanced { finished, stays: true, waiting: self.waiting() },
             }
         }
         if self.in_flight() {
