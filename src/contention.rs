@@ -55,12 +55,12 @@ pub const SHARED_LOOKS: u32 = 100_000;
 /// Idle passes in a row (a barrier in flight, nothing finished) after
 /// which progress passes begin to test the core with a telling yield: as
 /// many as a blocking wait polls before it counts as long
-/// (`wait::LONG_WAIT_POLLS`), 60–130 µs of `MPI_Wait`'s loop here.
+/// (`wait::LONG_WAIT_POLLS`; a unit test of `wait` keeps them equal).
 pub const LONG_IDLE_PASSES: u64 = 4096;
-/// Once passes run long, one in this many yields and tells: rare enough
-/// that a program that tests between pieces of work (`MPI_Test` every
-/// microsecond, say) loses a few tenths of a percent to it where its core
-/// is its own.
+/// Once passes run long, one in this many yields and tells (a yield and
+/// two `getrusage` calls, none of which switches where the core is the
+/// process's own): rare, because a pass may come from a program that tests
+/// between pieces of its own work.
 pub const TELL_EVERY: u64 = 1024;
 
 /// What a progress pass left in flight, by the most telling communicator.
