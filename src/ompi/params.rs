@@ -164,7 +164,8 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                 c"verbose",
                 c"Verbosity of hwbarr: 0 warnings only, 1 one line per communicator saying which algorithm \
                   serves it (from its rank 0), 2 also one line per rank and communicator at release with the \
-                  number of barriers hwbarr served, 3 also the communicators hwbarr declines and why, and once per rank where it \
+                  number of barriers hwbarr served and, at MPI_Finalize, how often progress passes gave the core up \
+                  while barriers waited, 3 also the communicators hwbarr declines and why, and once per rank where it \
                   sits in the node's caches (topology auto)",
                 Lvl::OPAL_INFO_LVL_5,
                 addr_of_mut!(VERBOSE),
