@@ -717,7 +717,7 @@ pub fn tell_if_shared() {
 #[cold]
 #[inline(never)]
 fn tell_shared() {
-    let rank = report::world_rank().unwrap_or_else(|| "?".into());
+    let rank = report::world_rank_label();
     report::verbose(
         1,
         &format!(

@@ -71,7 +71,7 @@ pub fn say_place_once() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let n = &*NODE;
-        let rank = crate::ompi::report::world_rank().unwrap_or_else(|| "?".into());
+        let rank = crate::ompi::report::world_rank_label();
         let part = |x: Option<u32>| x.map_or("-".to_string(), |v| v.to_string());
         crate::ompi::report::verbose(3, &format!(
             "world rank {rank}: place in the node's caches: package {}, L3 domain {} ({})",

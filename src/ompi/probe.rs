@@ -110,7 +110,7 @@ mod on {
             stamp(Point::Seen);
         }
         let cost = t.elapsed().as_nanos() as f64 / CAL as f64;
-        let rank = crate::ompi::report::world_rank().unwrap_or_else(|| "?".into());
+        let rank = crate::ompi::report::world_rank_label();
         let mut net = BTreeMap::new();
         let mut out = format!("hwbarr probe rank {rank}: {ticks_per_ns:.3} ticks/ns, a stamp costs {cost:.1} ns\n");
         for ((a, b), mut v) in pairs {

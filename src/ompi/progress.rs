@@ -80,7 +80,7 @@ pub(crate) fn forget<T>(st: *const T) {
 pub fn shutdown() {
     let yields = CONTENTION.pass_yields();
     if yields > 0 {
-        let rank = crate::ompi::report::world_rank().unwrap_or_else(|| "?".into());
+        let rank = crate::ompi::report::world_rank_label();
         crate::ompi::report::verbose(
             2,
             &format!("world rank {rank}: progress passes gave the core up {yields} times while barriers waited"),

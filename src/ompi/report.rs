@@ -35,6 +35,12 @@ pub fn world_rank() -> Option<String> {
     ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"].iter().find_map(|v| std::env::var(v).ok())
 }
 
+/// [`world_rank`] for a message's "world rank N" prefix: "?" where no
+/// launcher said it.
+pub fn world_rank_label() -> String {
+    world_rank().unwrap_or_else(|| "?".into())
+}
+
 /// The help file's name, as Open MPI looks it up.
 pub const HELP_FILE: &str = "help-coll-hwbarr.txt";
 
