@@ -145,12 +145,17 @@ pub fn disagreement(params: &[(&str, String)], chosen: &str) -> String {
     format!("{}; every rank uses rank 0's {chosen}", what.join(", "))
 }
 
-/// The message for a peer that does not speak hwbarr's first exchange.
+/// The message for a peer that does not speak hwbarr's first exchange: a
+/// message of its that is not hwbarr's arrived there. Mostly its coll
+/// selection differs; ranks in different operations on the communicator
+/// (collectives out of order, or communicators that do not match across
+/// ranks) look the same from here.
 pub fn stranger(peer: c_int) -> String {
     format!(
         "rank {peer} does not run hwbarr's barrier on this communicator (its coll_hwbarr_priority, \
-         coll list or hwbarr installation differs from this rank's): the ranks' barriers cannot meet; \
-         give every rank the same coll settings"
+         coll list or hwbarr installation differs from this rank's, or it is in another operation on \
+         this communicator): the ranks' barriers cannot meet; give every rank the same coll settings \
+         and the same collectives in the same order"
     )
 }
 
