@@ -18,8 +18,18 @@ install -m 0644 "$so" "$dir/mca_coll_hwbarr.so"
 # Its messages, where the component adds its own directory to Open MPI's
 # help search path.
 install -m 0644 "$(dirname "$0")/../share/help-coll-hwbarr.txt" "$dir/help-coll-hwbarr.txt"
-echo "installed $dir/mca_coll_hwbarr.so (built for $(mpicc --showme:version 2>/dev/null | sed 's/^mpicc: //; s/ (Language.*//'))"
+# The release the component was built for is the one its own text names,
+# whichever Open MPI is on PATH.
+built=$(built_for "$so")
+echo "installed $dir/mca_coll_hwbarr.so (built for ${built:-an Open MPI whose version it does not name})"
 pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
+onpath=$(ompi_info --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
+line() { echo "$1" | grep -oE '[0-9]+\.[0-9]+' | head -1; }
+if [ -n "$built" ] && [ -n "$onpath" ] && [ "$(line "$built")" != "$(line "$onpath")" ]; then
+  # The path hint below would name the wrong Open MPI's directory.
+  echo "  the Open MPI on PATH is $onpath: run the component with the mpirun of $built" >&2
+  exit 0
+fi
 # With a module file (make install PREFIX=...), that says how to load it.
 [ -z "${HWBARR_MODULE:-}" ] || exit 0
 case "$dir" in
