@@ -6,10 +6,11 @@ so=$1 dir=$2
 case "$dir" in /*) ;; *) dir=$PWD/$dir ;; esac
 [ -f "$so" ] || { echo "install: $so not built (run make)" >&2; exit 1; }
 install -d "$dir"
-built_for() { grep -aoE 'Open MPI [0-9]+\.[0-9]+\.[0-9]+' "$1" 2>/dev/null | head -1; }
+# (Each lookup may find nothing; under pipefail that must not end the script.)
+built_for() { grep -aoE 'Open MPI [0-9]+\.[0-9]+\.[0-9]+' "$1" 2>/dev/null | head -1 || true; }
 if [ -f "$dir/mca_coll_hwbarr.so" ]; then
   old=$(built_for "$dir/mca_coll_hwbarr.so"); new=$(built_for "$so")
-  if [ -n "$old" ] && [ "${old%.*}" != "${new%.*}" ]; then
+  if [ -n "$old" ] && [ -n "$new" ] && [ "${old%.*}" != "${new%.*}" ]; then
     echo "install: replacing $dir/mca_coll_hwbarr.so built for $old by one for $new;" \
          "$old will now skip hwbarr with a one-line note (install each build into its Open MPI's own component dir to keep both)" >&2
   fi
@@ -22,9 +23,9 @@ install -m 0644 "$(dirname "$0")/../share/help-coll-hwbarr.txt" "$dir/help-coll-
 # whichever Open MPI is on PATH.
 built=$(built_for "$so")
 echo "installed $dir/mca_coll_hwbarr.so (built for ${built:-an Open MPI whose version it does not name})"
-pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://')
-onpath=$(ompi_info --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
-line() { echo "$1" | grep -oE '[0-9]+\.[0-9]+' | head -1; }
+pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://' || true)
+onpath=$(ompi_info --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1 || true)
+line() { echo "$1" | grep -oE '[0-9]+\.[0-9]+' | head -1 || true; }
 if [ -n "$built" ] && [ -n "$onpath" ] && [ "$(line "$built")" != "$(line "$onpath")" ]; then
   # The path hint below would name the wrong Open MPI's directory.
   echo "  the Open MPI on PATH is $onpath: run the component with the mpirun of $built" >&2
@@ -32,6 +33,10 @@ if [ -n "$built" ] && [ -n "$onpath" ] && [ "$(line "$built")" != "$(line "$onpa
 fi
 # With a module file (make install PREFIX=...), that says how to load it.
 [ -z "${HWBARR_MODULE:-}" ] || exit 0
+if [ -z "$pkglib" ]; then
+  echo "  no ompi_info on PATH: put $dir on the mca_base_component_path of the Open MPI it was built for" >&2
+  exit 0
+fi
 case "$dir" in
   "$pkglib") ;;
   "$HOME/.openmpi/components")
