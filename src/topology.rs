@@ -1,6 +1,10 @@
 //! Where a node's ranks sit in its cache hierarchy, so that the toggle
 //! barrier's bank tree follows it (`core::toggle::Shape::grouped`): one
 //! bank per L3 domain, one per package above them, the root above those.
+//! An L3 domain here is also split by NUMA node: where a package's L3 spans
+//! several nodes (Intel's sub-NUMA clustering) each node's part of it is a
+//! domain of its own, as lines move faster inside it; where a node holds
+//! several L3 domains (AMD's NPS settings) the L3 decides.
 //! A bank's line is then written only by ranks of one domain (or by one
 //! climber per domain below), and an arrival crosses each level once. The
 //! polled barrier's tree (`core::polled::Tree::grouped`) follows it too:
@@ -11,7 +15,8 @@
 //! a rank bound wider than one domain takes the domain of the CPU it runs
 //! on, unless the node is oversubscribed: then it has no place there and
 //! joins its unplaced peers in banks of up to 64, as with `flat`. A synthetic machine
-//! in hwloc's synthetic syntax (`package:2 l3:12 core:8`) places node-local
+//! in hwloc's synthetic syntax (`package:2 l3:12 core:8`, `package:2 numa:4
+//! core:14`: each NUMA node or L3 below a package is a domain) places node-local
 //! rank i on core i (compactly, wrapping around), for tests and for
 //! machines whose ranks are placed that way. Free of Open MPI.
 
@@ -20,8 +25,9 @@ use std::path::Path;
 use crate::core::polled::Tree;
 use crate::core::toggle::Shape;
 
-/// A rank's place: its package and L3 domain (machine-wide ids), each None
-/// when the rank is not bound inside one.
+/// A rank's place: its package and L3 domain (machine-wide ids; the
+/// domain is an L3 within one NUMA node), each None when the rank is not
+/// bound inside one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Place {
     pub package: Option<u32>,
@@ -53,13 +59,17 @@ pub enum Topology {
     Auto,
     /// No grouping: banks of 64 ranks in rank order.
     Flat,
-    /// A synthetic machine; node-local rank i on core i.
+    /// A synthetic machine; node-local rank i on core i. Its L3 domains
+    /// per package count each NUMA node's part of an L3 apart.
     Synthetic { packages: u32, l3_per_package: u32, cores_per_l3: u32 },
 }
 
 impl Topology {
-    /// `auto`, `flat`, or `package:P l3:L core:C` (hwloc's synthetic
-    /// syntax; `l3cache`, `socket` accepted; missing levels count 1).
+    /// `auto`, `flat`, or `package:P [numa:N] l3:L core:C` (hwloc's
+    /// synthetic syntax; `l3cache`, `socket`, `numanode` accepted; missing
+    /// levels count 1). NUMA nodes and L3s below a package multiply into
+    /// its domains, in either order (a node of several L3s, or an L3 of
+    /// several nodes).
     pub fn parse(s: &str) -> Result<Topology, String> {
         let t = s.trim().to_ascii_lowercase();
         match t.as_str() {
@@ -70,15 +80,16 @@ impl Topology {
         let bad = || {
             format!(
                 "invalid value '{s}' for MCA parameter coll_hwbarr_topology (valid values: auto, flat, or a \
-                 synthetic machine such as 'package:2 l3:12 core:8')"
+                 synthetic machine such as 'package:2 l3:12 core:8' or 'package:2 numa:4 core:14')"
             )
         };
-        let (mut packages, mut l3, mut cores) = (1u32, 1u32, 1u32);
+        let (mut packages, mut numa, mut l3, mut cores) = (1u32, 1u32, 1u32, 1u32);
         for part in t.split_whitespace() {
             let (level, count) = part.split_once(':').ok_or_else(bad)?;
             let count: u32 = count.parse().ok().filter(|&c| c > 0 && c <= 4096).ok_or_else(bad)?;
             match level {
                 "package" | "socket" => packages = count,
+                "numa" | "numanode" => numa = count,
                 "l3" | "l3cache" => l3 = count,
                 "core" | "pu" => cores = count,
                 _ => return Err(bad()),
@@ -86,10 +97,10 @@ impl Topology {
         }
         // Cores in all, computed in `place`: at most 2^20, so that the
         // product can neither wrap nor be 0.
-        if u64::from(packages) * u64::from(l3) * u64::from(cores) > MAX_SYNTHETIC_CORES {
+        if u64::from(packages) * u64::from(numa) * u64::from(l3) * u64::from(cores) > MAX_SYNTHETIC_CORES {
             return Err(bad());
         }
-        Ok(Topology::Synthetic { packages, l3_per_package: l3, cores_per_l3: cores })
+        Ok(Topology::Synthetic { packages, l3_per_package: numa * l3, cores_per_l3: cores })
     }
 
     /// The place of node-local rank `local`; `own`: this process's place
@@ -154,18 +165,32 @@ fn place_of(status: &str, sysfs: &Path, running: Option<usize>) -> (Place, bool)
             (read(dir.join("level")) == Some(3)).then(|| read(dir.join("id"))).flatten()
         })
     };
+    // The NUMA node: the `node<N>` entry of the CPU's directory (none on
+    // a kernel without NUMA: one node).
+    let numa_of = |c: usize| {
+        let entries = std::fs::read_dir(sysfs.join(format!("cpu{c}"))).ok()?;
+        entries.flatten().find_map(|e| e.file_name().to_str()?.strip_prefix("node")?.parse::<u32>().ok())
+    };
+    let domain_of = |c: usize| Some(domain_id(package_of(c)?, numa_of(c).unwrap_or(0), l3_of(c)?));
     let common = |f: &dyn Fn(usize) -> Option<u32>| {
         let first = f(*cpus.first()?)?;
         cpus.iter().all(|&c| f(c) == Some(first)).then_some(first)
     };
-    let (mut package, mut l3) = (common(&package_of), common(&l3_of));
+    let (mut package, mut l3) = (common(&package_of), common(&domain_of));
     let by_running = running.filter(|c| l3.is_none() && cpus.contains(c));
     if let Some(c) = by_running {
-        (package, l3) = (package_of(c), l3_of(c));
+        (package, l3) = (package_of(c), domain_of(c));
     }
-    // An L3 id is unique machine-wide only with its package.
-    let place = Place { package, l3: l3.and(package).map(|p| (p << 16) | l3.unwrap_or(0)) };
+    let place = Place { package, l3 };
     (place, by_running.is_some() && place.l3.is_some())
+}
+
+/// An L3 domain's machine-wide id: L3 ids are unique only with their
+/// package, and a NUMA node splits an L3 that spans several. Ids past the
+/// bits kept (256 packages, 256 nodes, 65,536 L3s) could name two domains
+/// alike, which would cost line transfers, never correctness.
+fn domain_id(package: u32, numa: u32, l3: u32) -> u32 {
+    ((package & 0xff) << 24) | ((numa & 0xff) << 16) | (l3 & 0xffff)
 }
 
 /// As `place_of` with `running` if `core_each` (every rank of the node
@@ -203,7 +228,16 @@ mod tests {
         assert_eq!(Topology::parse("flat"), Ok(Topology::Flat));
         let t = Topology::parse("package:2 l3cache:12 core:8").unwrap();
         assert_eq!(t, Topology::Synthetic { packages: 2, l3_per_package: 12, cores_per_l3: 8 });
-        assert!(Topology::parse("package:2 numa:4").unwrap_err().contains("coll_hwbarr_topology"));
+        assert!(Topology::parse("package:2 gpu:4").unwrap_err().contains("coll_hwbarr_topology"));
+        // NUMA nodes below a package split it into domains, whether a node
+        // holds several L3s or an L3 spans several nodes.
+        let snc = Topology::parse("package:2 numa:4 core:14").unwrap();
+        assert_eq!(snc, Topology::Synthetic { packages: 2, l3_per_package: 4, cores_per_l3: 14 });
+        let nps = Topology::parse("package:2 NUMANode:2 l3:4 core:8").unwrap();
+        assert_eq!(nps, Topology::Synthetic { packages: 2, l3_per_package: 8, cores_per_l3: 8 });
+        assert_eq!(snc.place(27, Place::UNKNOWN), Place { package: Some(0), l3: Some(1) });
+        assert_eq!(snc.place(56, Place::UNKNOWN), Place { package: Some(1), l3: Some(4) });
+        assert!(Topology::parse("package:16 numa:256 core:512").is_err(), "2^20 cores at most, NUMA counted");
         assert!(Topology::parse("core:0").is_err() && Topology::parse("core").is_err());
         // Each level fits, the product would not (it wrapped to 0 in u32,
         // and placing a rank divided by it).
@@ -245,8 +279,8 @@ mod tests {
         let at = |list: &str| place_of(&status(list), &sys, None).0;
         assert_eq!(at("0-1"), Place { package: Some(0), l3: Some(0) });
         assert_eq!(at("3"), Place { package: Some(0), l3: Some(1) });
-        assert_eq!(at("6,7"), Place { package: Some(1), l3: Some((1 << 16) | 1) });
-        assert_eq!(at("4"), Place { package: Some(1), l3: Some(1 << 16) }, "package 1's first domain");
+        assert_eq!(at("6,7"), Place { package: Some(1), l3: Some(domain_id(1, 0, 1)) });
+        assert_eq!(at("4"), Place { package: Some(1), l3: Some(domain_id(1, 0, 0)) }, "package 1's first domain");
         assert_eq!(at("0-3"), Place { package: Some(0), l3: None }, "bound to a package only");
         assert_eq!(at("0-7"), Place::UNKNOWN, "unbound");
         assert_eq!(place_of("no list here", &sys, Some(0)), (Place::UNKNOWN, false));
@@ -254,7 +288,7 @@ mod tests {
         // that is one it may run on.
         let running = |list: &str, cpu: usize| place_of(&status(list), &sys, Some(cpu)).0;
         assert_eq!(running("0-3", 3), Place { package: Some(0), l3: Some(1) }, "bound to package 0, on cpu 3");
-        assert_eq!(running("0-7", 6), Place { package: Some(1), l3: Some((1 << 16) | 1) }, "unbound, on cpu 6");
+        assert_eq!(running("0-7", 6), Place { package: Some(1), l3: Some(domain_id(1, 0, 1)) }, "unbound, on cpu 6");
         assert_eq!(running("0-3", 6), at("0-3"), "a CPU outside the binding is no hint");
         assert_eq!(running("6,7", 0), at("6,7"), "bound inside a domain: the binding decides");
         // How it was found, as verbose output says it.
@@ -264,5 +298,45 @@ mod tests {
         assert_eq!(source("0-3", Some(3), false), (at("0-3"), "none in an L3 domain: its binding spans domains and the node is oversubscribed"));
         assert_eq!(source("0-7", None, true), (Place::UNKNOWN, "none in an L3 domain: neither its binding nor its CPU gives one"));
         let _ = std::fs::remove_dir_all(sys);
+    }
+
+    /// A fake sysfs of one package, one L3 over CPUs 0-7, and NUMA nodes
+    /// `node_of(cpu)` (the kernel's `cpu<c>/node<n>` entries).
+    fn numa_sysfs(name: &str, l3_of: fn(u32) -> u32, node_of: fn(u32) -> u32) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("hwbarr-sysfs-{name}-{}", std::process::id()));
+        for c in 0..8u32 {
+            let cpu = root.join(format!("cpu{c}"));
+            std::fs::create_dir_all(cpu.join("topology")).unwrap();
+            std::fs::create_dir_all(cpu.join(format!("node{}", node_of(c)))).unwrap();
+            std::fs::write(cpu.join("topology/physical_package_id"), "0\n").unwrap();
+            std::fs::create_dir_all(cpu.join("cache/index3")).unwrap();
+            std::fs::write(cpu.join("cache/index3/level"), "3\n").unwrap();
+            std::fs::write(cpu.join("cache/index3/id"), format!("{}\n", l3_of(c))).unwrap();
+        }
+        root
+    }
+
+    /// An L3 over two NUMA nodes (sub-NUMA clustering): each node's part is
+    /// a domain; a node over two L3s (AMD's NPS): each L3 is one.
+    #[test]
+    fn numa_nodes_split_an_l3_that_spans_them() {
+        let status = |list: &str| format!("Name:\tx\nCpus_allowed_list:\t{list}\n");
+        let snc = numa_sysfs("snc", |_| 0, |c| c / 4);
+        let at = |list: &str, cpu: Option<usize>| place_of(&status(list), &snc, cpu).0;
+        let node = |n| Place { package: Some(0), l3: Some(domain_id(0, n, 0)) };
+        assert_eq!(at("0-3", None), node(0), "bound to node 0");
+        assert_eq!(at("5", None), node(1));
+        assert_ne!(node(0), node(1), "one L3, two domains");
+        assert_eq!(at("0-7", None), Place { package: Some(0), l3: None }, "bound to the package");
+        assert_eq!(at("0-7", Some(6)), node(1), "by the CPU it runs on");
+        let _ = std::fs::remove_dir_all(snc);
+
+        let nps = numa_sysfs("nps", |c| c / 4, |_| 0);
+        let at = |list: &str, cpu: Option<usize>| place_of(&status(list), &nps, cpu).0;
+        let l3 = |i| Place { package: Some(0), l3: Some(domain_id(0, 0, i)) };
+        assert_eq!(at("4-7", None), l3(1), "bound to an L3");
+        assert_eq!(at("0-7", None), Place { package: Some(0), l3: None }, "bound to the node: two L3s");
+        assert_eq!(at("0-7", Some(2)), l3(0));
+        let _ = std::fs::remove_dir_all(nps);
     }
 }

@@ -69,8 +69,9 @@ fn semantics_every_algorithm_every_size() {
 /// hwbarr (`coll_hwbarr_topology`, node-local rank i on core i), 16 and 32
 /// ranks (oversubscribed) keep barrier semantics on every communicator,
 /// and MPI_COMM_WORLD's trees follow the machine (their verbose line): the
-/// toggle barrier has one bank per L3 domain and one per package, the
-/// polled barrier one group per L3 domain read by rank 0, and `flat` has
+/// toggle barrier has one bank per L3 domain (or NUMA node's part of one)
+/// and one per package, the polled barrier one group per domain read by
+/// rank 0, and `flat` has
 /// one bank or group for all. A value that is not a machine is named with
 /// the valid ones, and the job runs on without hwbarr.
 #[test]
@@ -82,6 +83,9 @@ fn trees_follow_a_synthetic_machine() {
         ("polled", 16, "package:2 l3:4 core:2", "polled groups per level 8/1"),
         ("polled", 32, "package:2 l3:2 core:4", "polled groups per level 4/1"),
         ("polled", 32, "flat", "polled groups per level 2/1"),
+        // NUMA nodes split a package's L3 (sub-NUMA clustering): a domain each.
+        ("toggle", 16, "package:2 numa:2 core:4", "toggle banks per level 4/2/1"),
+        ("polled", 16, "package:2 numa:2 core:4", "polled groups per level 4/1"),
         // 17 L3 domains: more leaders than a group holds, so by package.
         ("polled", 34, "package:2 l3:10 core:2", "polled groups per level 17/2/1"),
     ] {
@@ -94,10 +98,10 @@ fn trees_follow_a_synthetic_machine() {
         let line = line.unwrap_or_else(|| panic!("{alg} np={np} {machine}: no '{want}'\n{}", job.dump()));
         assert!(line.contains(&format!("{tree})")), "{alg} np={np} {machine}: {line}");
     }
-    let job = semantics(2, "toggle", 20, &[("OMPI_MCA_coll_hwbarr_topology", "package:2 numa:3")]);
+    let job = semantics(2, "toggle", 20, &[("OMPI_MCA_coll_hwbarr_topology", "package:2 gpu:3")]);
     assert!(job.ok(), "{}", job.dump());
     let err = job.stderr();
-    assert!(err.contains("invalid value 'package:2 numa:3' for MCA parameter coll_hwbarr_topology"), "{err}");
+    assert!(err.contains("invalid value 'package:2 gpu:3' for MCA parameter coll_hwbarr_topology"), "{err}");
     assert!(!err.contains("served by toggle"), "hwbarr steps aside: {err}");
 }
 

@@ -210,12 +210,13 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                 c"topology".as_ptr(),
                 c"Where a node's ranks sit in its caches, which the toggle and polled barriers' trees follow \
                   (toggle: one bank per L3 domain, one per package above them; polled: each L3 domain read by \
-                  its lowest rank, the domains' leaders by rank 0): 'auto' (from each rank's CPU binding \
-                  and the machine's caches; a rank bound wider than one L3 domain by the CPU it runs on, or \
+                  its lowest rank, the domains' leaders by rank 0; an L3 that spans NUMA nodes is one domain \
+                  per node): 'auto' (from each rank's CPU binding and the machine's caches and NUMA nodes; \
+                  a rank bound wider than one domain by the CPU it runs on, or \
                   on an oversubscribed node not placed, as with 'flat'), 'flat' (toggle banks of 64 ranks, \
                   polled groups of 16, in rank order), or a synthetic machine in hwloc's synthetic \
-                  syntax such as 'package:2 l3:12 core:8' with node-local rank i on core i (for tests and \
-                  models). Default: auto"
+                  syntax such as 'package:2 l3:12 core:8' or 'package:2 numa:4 core:14' with node-local \
+                  rank i on core i (for tests and models). Default: auto"
                     .as_ptr(),
                 Ty::MCA_BASE_VAR_TYPE_STRING,
                 std::ptr::null_mut(),
