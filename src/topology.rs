@@ -3,8 +3,9 @@
 //! bank per L3 domain, one per package above them, the root above those.
 //! An L3 domain here is also split by NUMA node: where a package's L3 spans
 //! several nodes (Intel's sub-NUMA clustering) each node's part of it is a
-//! domain of its own, as lines move faster inside it; where a node holds
-//! several L3 domains (AMD's NPS settings) the L3 decides.
+//! domain of its own, so that the groups follow the clusters and fewer
+//! ranks share a bank's line; where a node holds several L3 domains (AMD's
+//! NPS settings) the L3 decides.
 //! A bank's line is then written only by ranks of one domain (or by one
 //! climber per domain below), and an arrival crosses each level once. The
 //! polled barrier's tree (`core::polled::Tree::grouped`) follows it too:
