@@ -25,8 +25,9 @@ built=$(built_for "$so")
 echo "installed $dir/mca_coll_hwbarr.so (built for ${built:-an Open MPI whose version it does not name})"
 pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed 's/.*://' || true)
 onpath=$(ompi_info --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1 || true)
-line() { echo "$1" | grep -oE '[0-9]+\.[0-9]+' | head -1 || true; }
-if [ -n "$built" ] && [ -n "$onpath" ] && [ "$(line "$built")" != "$(line "$onpath")" ]; then
+# Release lines compared as above: the versions without their last number.
+ours=${built#Open MPI }
+if [ -n "$built" ] && [ -n "$onpath" ] && [ "${ours%.*}" != "${onpath%.*}" ]; then
   # The path hint below would name the wrong Open MPI's directory.
   echo "  the Open MPI on PATH is $onpath: run the component with the mpirun of $built" >&2
   exit 0

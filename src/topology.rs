@@ -257,20 +257,32 @@ mod tests {
         }
     }
 
-    /// A fake sysfs: 2 packages of 2 L3 domains of 2 CPUs (L3 at index 3,
-    /// and at index 2 on the second package, as machines differ).
-    fn fake_sysfs() -> std::path::PathBuf {
-        let root = std::env::temp_dir().join(format!("hwbarr-sysfs-{}", std::process::id()));
+    /// A fake sysfs named `name` of CPUs 0-7, CPU c described by
+    /// `cpu(c)`: its package, the index of its L3 among its caches, the
+    /// L3's id, and its NUMA node (the kernel's `cpu<c>/node<n>` entry; none
+    /// on a kernel without NUMA).
+    fn sysfs_tree(name: &str, cpu: fn(u32) -> (u32, u32, u32, Option<u32>)) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("hwbarr-sysfs-{name}-{}", std::process::id()));
         for c in 0..8u32 {
-            let cpu = root.join(format!("cpu{c}"));
-            std::fs::create_dir_all(cpu.join("topology")).unwrap();
-            std::fs::write(cpu.join("topology/physical_package_id"), format!("{}\n", c / 4)).unwrap();
-            let l3 = cpu.join(if c < 4 { "cache/index3" } else { "cache/index2" });
+            let (package, index, l3_id, node) = cpu(c);
+            let dir = root.join(format!("cpu{c}"));
+            std::fs::create_dir_all(dir.join("topology")).unwrap();
+            std::fs::write(dir.join("topology/physical_package_id"), format!("{package}\n")).unwrap();
+            let l3 = dir.join(format!("cache/index{index}"));
             std::fs::create_dir_all(&l3).unwrap();
             std::fs::write(l3.join("level"), "3\n").unwrap();
-            std::fs::write(l3.join("id"), format!("{}\n", (c / 2) % 2)).unwrap();
+            std::fs::write(l3.join("id"), format!("{l3_id}\n")).unwrap();
+            if let Some(n) = node {
+                std::fs::create_dir_all(dir.join(format!("node{n}"))).unwrap();
+            }
         }
         root
+    }
+
+    /// A fake sysfs: 2 packages of 2 L3 domains of 2 CPUs (L3 at index 3,
+    /// and at index 2 on the second package, as machines differ), no NUMA.
+    fn fake_sysfs() -> std::path::PathBuf {
+        sysfs_tree("plain", |c| (c / 4, if c < 4 { 3 } else { 2 }, (c / 2) % 2, None))
     }
 
     #[test]
@@ -301,28 +313,13 @@ mod tests {
         let _ = std::fs::remove_dir_all(sys);
     }
 
-    /// A fake sysfs of one package, one L3 over CPUs 0-7, and NUMA nodes
-    /// `node_of(cpu)` (the kernel's `cpu<c>/node<n>` entries).
-    fn numa_sysfs(name: &str, l3_of: fn(u32) -> u32, node_of: fn(u32) -> u32) -> std::path::PathBuf {
-        let root = std::env::temp_dir().join(format!("hwbarr-sysfs-{name}-{}", std::process::id()));
-        for c in 0..8u32 {
-            let cpu = root.join(format!("cpu{c}"));
-            std::fs::create_dir_all(cpu.join("topology")).unwrap();
-            std::fs::create_dir_all(cpu.join(format!("node{}", node_of(c)))).unwrap();
-            std::fs::write(cpu.join("topology/physical_package_id"), "0\n").unwrap();
-            std::fs::create_dir_all(cpu.join("cache/index3")).unwrap();
-            std::fs::write(cpu.join("cache/index3/level"), "3\n").unwrap();
-            std::fs::write(cpu.join("cache/index3/id"), format!("{}\n", l3_of(c))).unwrap();
-        }
-        root
-    }
-
     /// An L3 over two NUMA nodes (sub-NUMA clustering): each node's part is
     /// a domain; a node over two L3s (AMD's NPS): each L3 is one.
     #[test]
     fn numa_nodes_split_an_l3_that_spans_them() {
         let status = |list: &str| format!("Name:\tx\nCpus_allowed_list:\t{list}\n");
-        let snc = numa_sysfs("snc", |_| 0, |c| c / 4);
+        // One package; one L3 over CPUs 0-7, nodes of 4 CPUs.
+        let snc = sysfs_tree("snc", |c| (0, 3, 0, Some(c / 4)));
         let at = |list: &str, cpu: Option<usize>| place_of(&status(list), &snc, cpu).0;
         let node = |n| Place { package: Some(0), l3: Some(domain_id(0, n, 0)) };
         assert_eq!(at("0-3", None), node(0), "bound to node 0");
@@ -332,7 +329,8 @@ mod tests {
         assert_eq!(at("0-7", Some(6)), node(1), "by the CPU it runs on");
         let _ = std::fs::remove_dir_all(snc);
 
-        let nps = numa_sysfs("nps", |c| c / 4, |_| 0);
+        // One package; L3s of 4 CPUs, one node over all 8.
+        let nps = sysfs_tree("nps", |c| (0, 3, c / 4, Some(0)));
         let at = |list: &str, cpu: Option<usize>| place_of(&status(list), &nps, cpu).0;
         let l3 = |i| Place { package: Some(0), l3: Some(domain_id(0, 0, i)) };
         assert_eq!(at("4-7", None), l3(1), "bound to an L3");
