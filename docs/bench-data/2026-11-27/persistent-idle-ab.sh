@@ -1,6 +1,6 @@
 #!/bin/bash
 # persistent/blocking, oversubscribed, rank i on cpu i mod 2; modes auto (sleep) and idle yield.
-# usage: persab.sh <launches> <iters> versions...
+# usage: persistent-idle-ab.sh <launches> <iters> versions...
 L=$1; IT=$2; shift 2
 for v in "$@"; do
   if [ $v = 4.1.4 ]; then run=mpirun; od=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3;
