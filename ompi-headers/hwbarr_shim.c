@@ -19,6 +19,9 @@
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
+#if OMPI_MAJOR_VERSION < 5
+#include "opal/mca/pmix/pmix.h"
+#endif
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -219,6 +222,20 @@ int hwb_runtime_version(int *major, int *minor, int *release)
 int hwb_job_local_ranks(void)
 {
     return (int) opal_process_info.num_local_peers + 1;
+}
+
+char *hwb_locality_string(void)
+{
+    /* Where the runtime bound this process, as objects of Open MPI's
+     * hwloc topology ("SK0:L30:...:NM0"); none when it did not bind it. */
+#if OMPI_MAJOR_VERSION >= 5
+    return NULL != opal_process_info.locality ? strdup(opal_process_info.locality) : NULL;
+#else
+    char *val = NULL;
+    int rc;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_LOCALITY_STRING, &OPAL_PROC_MY_NAME, &val, OPAL_STRING);
+    return OPAL_SUCCESS == rc ? val : NULL;
+#endif
 }
 
 int hwb_mpi_yield_when_idle(void)

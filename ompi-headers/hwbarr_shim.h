@@ -71,6 +71,9 @@ int hwb_mpi_thread_multiple(void);
  * peers makes Open MPI assume 1 peer (ompi_rte_init); prte and the
  * singleton runtime give both. */
 int hwb_job_local_ranks(void);
+/* This process's binding as Open MPI's runtime gives it (its locality
+ * string), malloc'ed, or NULL when it has none; free with hwb_free. */
+char *hwb_locality_string(void);
 /* One turn of opal_progress without the engine's own yield after an idle
  * turn, for a caller that tells idle turns from busy ones by their duration
  * (4.1, whose opal_progress returns nothing; the yield would make every

@@ -11,7 +11,10 @@
 //! polled barrier's tree (`core::polled::Tree::grouped`) follows it too:
 //! each domain's wires read by one of its ranks, the leaders by rank 0.
 //!
-//! A rank's place comes from `coll_hwbarr_topology`: `auto` reads the CPUs
+//! A rank's place comes from `coll_hwbarr_topology`: `auto` takes the
+//! binding Open MPI's runtime reports for it (its locality string, in the
+//! hwloc topology Open MPI uses: the machine's, or one given to Open MPI
+//! as an XML file) when that lies within one domain; else it reads the CPUs
 //! it may run on (`/proc/self/status`) and the machine's caches (sysfs);
 //! a rank bound wider than one domain takes the domain of the CPU it runs
 //! on, unless the node is oversubscribed: then it has no place there and
@@ -19,7 +22,8 @@
 //! in hwloc's synthetic syntax (`package:2 l3:12 core:8`, `package:2 numa:4
 //! core:14`: each NUMA node or L3 below a package is a domain) places node-local
 //! rank i on core i (compactly, wrapping around), for tests and for
-//! machines whose ranks are placed that way. Free of Open MPI.
+//! machines whose ranks are placed that way. Free of Open MPI: the caller
+//! passes its locality string.
 
 use std::path::Path;
 
@@ -194,9 +198,63 @@ fn domain_id(package: u32, numa: u32, l3: u32) -> u32 {
     ((package & 0xff) << 24) | ((numa & 0xff) << 16) | (l3 & 0xffff)
 }
 
-/// As `place_of` with `running` if `core_each` (every rank of the node
-/// has a core), and how the place was found, in words for verbose output.
-pub fn own_place_and_source(status: &str, sysfs: &Path, running: Option<usize>, core_each: bool) -> (Place, &'static str) {
+/// This process's place from the binding Open MPI's runtime reports for
+/// it, its locality string (`SK1:L34:L216:L116:CR16:HT16:NM2`: the
+/// package, caches, core, hardware thread and NUMA node it is bound within,
+/// each a list of logical indices in Open MPI's hwloc topology, which is
+/// the machine's own or one given to Open MPI as an XML file): a place
+/// when the binding lies within one package and one L3, and within one
+/// NUMA node if the string names nodes. None otherwise, or when the string
+/// is not one.
+pub fn place_from_locality(s: &str) -> Option<Place> {
+    let (package, l3, numa) = (span(s, "SK")?, span(s, "L3")?, span(s, "NM")?);
+    let (Span::One(package), Span::One(l3)) = (package, l3) else {
+        return None;
+    };
+    let numa = match numa {
+        Span::Absent => 0,
+        Span::One(n) => n,
+        Span::Several => return None,
+    };
+    Some(Place { package: Some(package), l3: Some(domain_id(package, numa, l3)) })
+}
+
+/// How many objects of one type a binding covers.
+enum Span {
+    Absent,
+    One(u32),
+    Several,
+}
+
+/// The objects tagged `tag` in locality string `s`; None if malformed.
+fn span(s: &str, tag: &str) -> Option<Span> {
+    let Some(list) = s.split(':').find_map(|f| f.strip_prefix(tag)) else {
+        return Some(Span::Absent);
+    };
+    match cpu_list(list)?[..] {
+        [one] => u32::try_from(one).ok().map(Span::One),
+        _ => Some(Span::Several),
+    }
+}
+
+/// This process's place and how it was found, in words for verbose
+/// output: from Open MPI's `locality` string (`place_from_locality`) when
+/// that gives one, else as `place_of` with `running` if `core_each` (every
+/// rank of the node has a core); none if `status` (`/proc/self/status`)
+/// could not be read.
+pub fn own_place_and_source(
+    locality: Option<&str>,
+    status: Option<&str>,
+    sysfs: &Path,
+    running: Option<usize>,
+    core_each: bool,
+) -> (Place, String) {
+    if let Some((place, s)) = locality.and_then(|s| Some((place_from_locality(s)?, s))) {
+        return (place, format!("from the binding Open MPI reports, {s}"));
+    }
+    let Some(status) = status else {
+        return (Place::UNKNOWN, "none: /proc/self/status unreadable".to_string());
+    };
     let (place, by_running) = place_of(status, sysfs, running.filter(|_| core_each));
     let from = match (!by_running, place.l3.is_some(), core_each) {
         (false, _, _) => "from the CPU it ran on (its binding spans L3 domains)",
@@ -204,7 +262,7 @@ pub fn own_place_and_source(status: &str, sysfs: &Path, running: Option<usize>, 
         (true, false, false) => "none in an L3 domain: its binding spans domains and the node is oversubscribed",
         (true, false, true) => "none in an L3 domain: neither its binding nor its CPU gives one",
     };
-    (place, from)
+    (place, from.to_string())
 }
 
 /// "0-3,8,10-11" as CPU numbers.
@@ -305,11 +363,21 @@ mod tests {
         assert_eq!(running("0-3", 6), at("0-3"), "a CPU outside the binding is no hint");
         assert_eq!(running("6,7", 0), at("6,7"), "bound inside a domain: the binding decides");
         // How it was found, as verbose output says it.
-        let source = |list: &str, cpu: Option<usize>, core_each: bool| own_place_and_source(&status(list), &sys, cpu, core_each);
-        assert_eq!(source("6,7", Some(6), true), (at("6,7"), "from its binding"));
+        let source = |list: &str, cpu: Option<usize>, core_each: bool| {
+            let (place, from) = own_place_and_source(None, Some(&status(list)), &sys, cpu, core_each);
+            (place, from.to_string())
+        };
+        let said = |place: Place, from: &str| (place, from.to_string());
+        assert_eq!(source("6,7", Some(6), true), said(at("6,7"), "from its binding"));
         assert_eq!(source("0-3", Some(3), true).1, "from the CPU it ran on (its binding spans L3 domains)");
-        assert_eq!(source("0-3", Some(3), false), (at("0-3"), "none in an L3 domain: its binding spans domains and the node is oversubscribed"));
-        assert_eq!(source("0-7", None, true), (Place::UNKNOWN, "none in an L3 domain: neither its binding nor its CPU gives one"));
+        assert_eq!(
+            source("0-3", Some(3), false),
+            said(at("0-3"), "none in an L3 domain: its binding spans domains and the node is oversubscribed")
+        );
+        assert_eq!(
+            source("0-7", None, true),
+            said(Place::UNKNOWN, "none in an L3 domain: neither its binding nor its CPU gives one")
+        );
         let _ = std::fs::remove_dir_all(sys);
     }
 
@@ -337,5 +405,37 @@ mod tests {
         assert_eq!(at("0-7", None), Place { package: Some(0), l3: None }, "bound to the node: two L3s");
         assert_eq!(at("0-7", Some(2)), l3(0));
         let _ = std::fs::remove_dir_all(nps);
+    }
+
+    /// Open MPI's locality string, as 4.1 and 5.0/6.0 write it, places a
+    /// rank bound within one package and L3 (and NUMA node, when named),
+    /// ahead of sysfs; a wider binding, no string, or a malformed one
+    /// leaves the place to the binding and sysfs.
+    #[test]
+    fn open_mpis_locality_string_places_a_bound_rank() {
+        let at = |p, n, l| Some(Place { package: Some(p), l3: Some(domain_id(p, n, l)) });
+        assert_eq!(place_from_locality("SK0:L30:CR0:HT0:NM0"), at(0, 0, 0), "4.1");
+        assert_eq!(place_from_locality("SK1:L34:L216:L116:CR16:HT16:NM2"), at(1, 2, 4), "5.0, 6.0");
+        assert_eq!(place_from_locality("SK1:L37:CR30"), at(1, 0, 7), "no NUMA node named");
+        assert_ne!(place_from_locality("SK0:L30:NM0"), place_from_locality("SK0:L30:NM1"), "an L3 split by nodes");
+        assert_eq!(place_from_locality("SK0:L30-1:CR0-7:HT0-7:NM0"), None, "bound to two L3s");
+        assert_eq!(place_from_locality("SK0:L30:CR0-7:HT0-7:NM0-1"), None, "an L3 over two nodes, bound to both");
+        assert_eq!(place_from_locality("SK0-1:L30-15:NM0-3"), None, "bound to the machine");
+        assert_eq!(place_from_locality("L30:CR0"), None, "no package");
+        for bad in ["", "(null)", "SKx:L30", "SK0:L3:NM0", "SK0:L30:NM-"] {
+            assert_eq!(place_from_locality(bad), None, "{bad:?}");
+        }
+        // Ahead of the binding read from sysfs, and said so.
+        let sys = sysfs_tree("locality", |c| (c / 4, 3, (c / 2) % 2, None));
+        let status = Some("Name:\tx\nCpus_allowed_list:\t0-1\n");
+        let (place, from) = own_place_and_source(Some("SK1:L33:NM1"), status, &sys, Some(0), true);
+        assert_eq!((Some(place), from.as_str()), (at(1, 1, 3), "from the binding Open MPI reports, SK1:L33:NM1"));
+        let by_sysfs = own_place_and_source(None, status, &sys, Some(0), true);
+        assert_eq!(own_place_and_source(Some("SK0-1:L30-3"), status, &sys, Some(0), true), by_sysfs);
+        assert_eq!(by_sysfs, (Place { package: Some(0), l3: Some(0) }, "from its binding".to_string()));
+        let unread = own_place_and_source(None, None, &sys, Some(0), true);
+        assert_eq!(unread, (Place::UNKNOWN, "none: /proc/self/status unreadable".to_string()));
+        assert_eq!(own_place_and_source(Some("SK1:L33:NM1"), None, &sys, None, true).0, at(1, 1, 3).unwrap());
+        let _ = std::fs::remove_dir_all(sys);
     }
 }

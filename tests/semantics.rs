@@ -105,6 +105,52 @@ fn trees_follow_a_synthetic_machine() {
     assert!(!err.contains("served by toggle"), "hwbarr steps aside: {err}");
 }
 
+/// Many-core machines given to Open MPI itself: an hwloc XML file
+/// (tests/hwloc_machine.c) as Open MPI's topology, ranks mapped and bound by
+/// core (a binding to a core this machine lacks fails, and the rank runs
+/// unbound with its place in the file), 16 and 32 ranks on this machine's
+/// cores. Under `coll_hwbarr_topology auto` each rank takes its place from
+/// the binding Open MPI reports, and MPI_COMM_WORLD's trees follow the
+/// file's machine as they follow the same machine given to hwbarr: a domain
+/// per L3, or per NUMA node's part of an L3 that spans two. Unbound, Open
+/// MPI reports no binding: the ranks of the oversubscribed node have no
+/// place, and the toggle barrier one bank for all.
+#[test]
+fn trees_follow_a_machine_given_to_open_mpi() {
+    let bound = rte::by_core();
+    let unbound = rte::oversubscribe();
+    for (alg, np, machine, placement, tree) in [
+        ("toggle", 16, "pack:2 l3:4 core:2 pu:1", bound, "toggle banks per level 8/2/1"),
+        ("toggle", 32, "pack:2 l3:1 numa:2 core:8 pu:1", bound, "toggle banks per level 4/2/1"),
+        ("polled", 32, "pack:2 l3:2 core:8 pu:1", bound, "polled groups per level 4/1"),
+        ("toggle", 16, "pack:2 l3:4 core:2 pu:1", unbound, "toggle banks per level 1)"),
+    ] {
+        let xml = hwloc_machine_xml(machine);
+        let b = board();
+        let job = placed_job(
+            np,
+            placement,
+            &[(rte::topology_file_param(), xml.to_str().unwrap())],
+            &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "3")],
+            &[("HWBARR_BOARD", b.to_str().unwrap())],
+            &["semantics", "60"],
+            180,
+        );
+        let _ = std::fs::remove_dir_all(b.parent().unwrap());
+        let _ = std::fs::remove_dir_all(xml.parent().unwrap());
+        let case = format!("{alg} np={np} '{machine}' {placement:?}");
+        assert!(job.ok(), "{case}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), np, "{case}\n{}", job.dump());
+        let err = job.stderr();
+        let want = format!("communicator 'MPI_COMM_WORLD' (cid 0, {np} ranks, one node): barriers served by {alg}");
+        let line = err.lines().find(|l| l.contains(&want));
+        let line = line.unwrap_or_else(|| panic!("{case}: no '{want}'\n{}", job.dump()));
+        assert!(line.contains(tree), "{case}: want '{tree}': {line}");
+        let from_open_mpi = err.lines().filter(|l| l.contains("(from the binding Open MPI reports, SK")).count();
+        assert_eq!(from_open_mpi, if placement == bound { np } else { 0 }, "{case}\n{err}");
+    }
+}
+
 /// `auto` follows the node's size and its cores: with a core per rank
 /// (forced here with `coll_hwbarr_idle spin`, on this machine's 2 cores)
 /// the polled barrier above 2 ranks; with ranks sharing cores (the
@@ -237,8 +283,9 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
 
 /// `coll_hwbarr_topology auto` at verbosity 3: each rank says once where
 /// it sits in the node's caches and how that was found; on a machine whose
-/// sysfs names L3 caches, 2 ranks (bound to a core each, Open MPI's default
-/// at 2) are placed from their binding.
+/// sysfs names L3 caches, 2 unbound ranks are placed from their binding
+/// (the CPUs they may run on, one L3 on this machine) and sysfs; bound
+/// to a core each by Open MPI, from the binding Open MPI reports.
 #[test]
 fn auto_placement_is_reported_once_per_rank() {
     let b = board();
@@ -262,6 +309,27 @@ fn auto_placement_is_reported_once_per_rank() {
             err.lines().filter(|l| l.contains(&format!("world rank {r}: place in the node's caches: "))).collect();
         assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
         assert!(!has_l3 || lines[0].ends_with("(from its binding)"), "rank {r}: {}", lines[0]);
+    }
+    let b = board();
+    let env = [("HWBARR_BOARD", b.to_str().unwrap())];
+    let job = placed_job(
+        2,
+        rte::by_core(),
+        &[],
+        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_verbose", "3")],
+        &env,
+        &["semantics", "20"],
+        120,
+    );
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    let err = job.stderr();
+    for r in 0..2 {
+        let lines: Vec<&str> =
+            err.lines().filter(|l| l.contains(&format!("world rank {r}: place in the node's caches: "))).collect();
+        assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
+        let from_open_mpi = "(from the binding Open MPI reports, SK0:L3";
+        assert!(!has_l3 || lines[0].contains(from_open_mpi), "rank {r}: {}", lines[0]);
     }
 }
 

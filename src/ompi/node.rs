@@ -18,7 +18,7 @@ pub struct NodeFacts {
     /// Where this process may run in the node's caches (`topology`).
     pub place: Place,
     /// How `place` was found, for verbose output.
-    pub place_from: &'static str,
+    pub place_from: String,
     /// MPI_THREAD_MULTIPLE: threads may wait in barriers at once.
     pub thread_multiple: bool,
 }
@@ -53,15 +53,32 @@ fn job_local_ranks(open_mpi: Option<usize>, launcher: Option<usize>) -> usize {
 }
 
 /// This process's place in the node's caches (`topology::own_place_and_source`) and
-/// how it was found; the CPU it runs on counts only when every rank of the
-/// node has a core.
-fn own_place(core_each: bool) -> (Place, &'static str) {
+/// how it was found: from the binding Open MPI's runtime reports, else from
+/// this process's binding and sysfs, where the CPU it runs on counts only
+/// when every rank of the node has a core.
+fn own_place(core_each: bool) -> (Place, String) {
+    let locality = open_mpi_locality();
     // SAFETY: sched_getcpu has no preconditions; -1 on failure.
     let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok();
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return (Place::UNKNOWN, "none: /proc/self/status unreadable");
-    };
-    topology::own_place_and_source(&status, std::path::Path::new("/sys/devices/system/cpu"), cpu, core_each)
+    let status = std::fs::read_to_string("/proc/self/status").ok();
+    let sysfs = std::path::Path::new("/sys/devices/system/cpu");
+    topology::own_place_and_source(locality.as_deref(), status.as_deref(), sysfs, cpu, core_each)
+}
+
+/// Where Open MPI's runtime bound this process (its locality string), if
+/// it did.
+fn open_mpi_locality() -> Option<String> {
+    // SAFETY: called after MPI_Init's runtime init (NODE's first use); the
+    // shim returns a malloc'ed string or NULL.
+    let p = unsafe { ffi::hwb_locality_string() };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string, freed right after it is copied.
+    let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    // SAFETY: allocated with malloc by the shim, not used after this.
+    unsafe { ffi::hwb_free(p.cast()) };
+    Some(s)
 }
 
 /// At verbosity 3, once per process (on its first communicator, with

@@ -155,6 +155,45 @@ pub mod rte {
     pub fn shm_btl() -> &'static str {
         by_line("sm", "vader")
     }
+    /// Options that map ranks by core and bind each to its core where the
+    /// machine has it (a core of a topology given as a file may not
+    /// exist: Open MPI then runs the rank unbound, with its place in the
+    /// file), more ranks than cores allowed.
+    pub fn by_core() -> &'static [&'static str] {
+        by_line(
+            &["--map-by", "core:OVERSUBSCRIBE", "--bind-to", "core:if-supported"],
+            &["--oversubscribe", "--map-by", "core", "--bind-to", "core:if-supported"],
+        )
+    }
+    /// The runtime parameter that gives Open MPI its topology as an hwloc
+    /// XML file.
+    pub fn topology_file_param() -> &'static str {
+        by_line("hwloc_use_topo_file", "hwloc_base_topo_file")
+    }
+}
+
+/// An hwloc XML file of the synthetic machine `description` (hwloc's
+/// syntax), written by hwloc (tests/hwloc_machine.c, built once) into a
+/// scratch directory, for Open MPI to take as its topology.
+pub fn hwloc_machine_xml(description: &str) -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    let exe = EXE.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hwloc_machine.c");
+        let exe = target_dir().join("hwloc_machine");
+        let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+            .args(["-O1", "-Wall", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lhwloc")
+            .status()
+            .expect("run cc");
+        assert!(st.success(), "cc {src:?} -lhwloc (libhwloc-dev)");
+        exe
+    });
+    let xml = scratch("machine").join("machine.xml");
+    let st = Command::new(exe).arg(description).arg(&xml).status().expect("run hwloc_machine");
+    assert!(st.success(), "hwloc_machine '{description}'");
+    xml
 }
 
 /// Parameters by name, owned.
@@ -235,6 +274,21 @@ pub fn mpirun_through(
     run(program(mpirun_prefix(&["-np", np.as_str()], &[], mca, secs), wrapper, args, env), secs)
 }
 
+/// barrier_check with `args` on `np` ranks placed by `placement` (as
+/// `mpirun_placed`).
+pub fn placed_job(
+    np: usize,
+    placement: &[&str],
+    rte: &[(&str, &str)],
+    mca: &[(&str, &str)],
+    env: &[(&str, &str)],
+    args: &[&str],
+    secs: u32,
+) -> Job {
+    let np = np.to_string();
+    run(program(mpirun_placed(placement, &["-np", np.as_str()], rte, mca, secs), &[], args, env), secs)
+}
+
 /// A launcher command `c` completed with the program barrier_check (started
 /// through `wrapper`), its `args`, and the environment `env`.
 fn program(mut c: Command, wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
@@ -255,9 +309,21 @@ pub fn cores() -> usize {
 /// than cores, `launch`, the launcher's parameters `rte`, the component
 /// path under test (unless `mca` names one) and the MPI parameters `mca`.
 pub fn mpirun_prefix(launch: &[&str], rte: &[(&str, &str)], mca: &[(&str, &str)], secs: u32) -> Command {
+    mpirun_placed(rte::oversubscribe(), launch, rte, mca, secs)
+}
+
+/// As `mpirun_prefix`, with the mapping and binding options `placement`
+/// instead of more ranks than cores, unbound.
+pub fn mpirun_placed(
+    placement: &[&str],
+    launch: &[&str],
+    rte: &[(&str, &str)],
+    mca: &[(&str, &str)],
+    secs: u32,
+) -> Command {
     let mut c = Command::new("timeout");
     c.args(["-k", "5", &secs.to_string(), "mpirun"]);
-    c.args(rte::oversubscribe());
+    c.args(placement);
     c.args(launch);
     for (k, v) in rte {
         c.args([rte::param_flag(), k, v]);
