@@ -16,18 +16,20 @@ have_clang() { ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/lib
 
 # `deps.sh bench` also wants gnuplot for the chart, python3 for the driver
 # and python3's venv for MPICH (below); `deps.sh lint` python3 for the
-# layering check (scripts/layers.py); `deps.sh test` that and Lmod, whose
-# module command the module file test loads hwbarr with.
+# layering check (scripts/layers.py); `deps.sh test` that, Lmod, whose
+# module command the module file test loads hwbarr with, and hwloc's
+# headers, with which a test writes the XML machines it gives Open MPI.
 want=${1:-}
 have_python() { command -v python3 >/dev/null; }
 have_lmod() { [ -f /usr/share/lmod/lmod/init/bash ]; }
+have_hwloc() { echo '#include <hwloc.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
 have_plot() { command -v gnuplot >/dev/null; }
 have_venv() { have_python && python3 -c 'import ensurepip' 2>/dev/null; }
 have_extra() {
   case "$want" in
     bench) have_plot && have_venv ;;
     lint) have_python ;;
-    test) have_python && have_lmod ;;
+    test) have_python && have_lmod && have_hwloc ;;
     *) true ;;
   esac
 }
@@ -79,7 +81,7 @@ have_clang || pkgs="$pkgs libclang-dev"
 case "$want" in
   bench) have_plot || pkgs="$pkgs gnuplot-nox"; have_venv || pkgs="$pkgs python3 python3-venv" ;;
   lint) have_python || pkgs="$pkgs python3" ;;
-  test) have_python || pkgs="$pkgs python3"; have_lmod || pkgs="$pkgs lmod" ;;
+  test) have_python || pkgs="$pkgs python3"; have_lmod || pkgs="$pkgs lmod"; have_hwloc || pkgs="$pkgs libhwloc-dev" ;;
 esac
 pkgs=${pkgs# }
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -94,6 +96,6 @@ have_clang || echo "hwbarr: libclang not found (bindgen needs it): install libcl
 have_extra || case "$want" in
   bench) echo "hwbarr: make bench needs gnuplot, python3 and its venv module: install gnuplot-nox python3 python3-venv (Debian)" >&2 ;;
   lint) echo "hwbarr: make lint needs python3 (the layering check): install python3 (Debian)" >&2 ;;
-  test) echo "hwbarr: make test needs python3 (the layering check) and Lmod (the module file test): install python3 lmod (Debian)" >&2 ;;
+  test) echo "hwbarr: make test needs python3 (the layering check), Lmod (the module file test) and hwloc's headers (the XML machines): install python3 lmod libhwloc-dev (Debian)" >&2 ;;
 esac
 exit 1
