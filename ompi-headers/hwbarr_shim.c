@@ -238,6 +238,19 @@ char *hwb_locality_string(void)
 #endif
 }
 
+char *hwb_cpuset_string(void)
+{
+    /* The CPUs the runtime bound this process to, as a list ("0-3,8"). */
+#if OMPI_MAJOR_VERSION >= 5
+    return NULL != opal_process_info.cpuset ? strdup(opal_process_info.cpuset) : NULL;
+#else
+    char *val = NULL;
+    int rc;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_CPUSET, &OPAL_PROC_MY_NAME, &val, OPAL_STRING);
+    return OPAL_SUCCESS == rc ? val : NULL;
+#endif
+}
+
 int hwb_mpi_yield_when_idle(void)
 {
     const bool *value = NULL;

@@ -74,6 +74,9 @@ int hwb_job_local_ranks(void);
 /* This process's binding as Open MPI's runtime gives it (its locality
  * string), malloc'ed, or NULL when it has none; free with hwb_free. */
 char *hwb_locality_string(void);
+/* The CPUs the runtime bound this process to (a list such as "0-3,8"),
+ * malloc'ed, or NULL; free with hwb_free. */
+char *hwb_cpuset_string(void);
 /* One turn of opal_progress without the engine's own yield after an idle
  * turn, for a caller that tells idle turns from busy ones by their duration
  * (4.1, whose opal_progress returns nothing; the yield would make every

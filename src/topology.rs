@@ -14,7 +14,8 @@
 //! A rank's place comes from `coll_hwbarr_topology`: `auto` takes the
 //! binding Open MPI's runtime reports for it (its locality string, in the
 //! hwloc topology Open MPI uses: the machine's, or one given to Open MPI
-//! as an XML file) when that lies within one domain; else it reads the CPUs
+//! as an XML file) when that lies within one domain and the rank runs
+//! where it says; else it reads the CPUs
 //! it may run on (`/proc/self/status`) and the machine's caches (sysfs);
 //! a rank bound wider than one domain takes the domain of the CPU it runs
 //! on, unless the node is oversubscribed: then it has no place there and
@@ -157,8 +158,7 @@ fn paths(places: &[Place]) -> Vec<[Option<u32>; 2]> {
 ///
 /// Also whether the running CPU decided it.
 fn place_of(status: &str, sysfs: &Path, running: Option<usize>) -> (Place, bool) {
-    let Some(cpus) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()))
-    else {
+    let Some(cpus) = allowed_cpus(status) else {
         return (Place::UNKNOWN, false);
     };
     let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u32>().ok());
@@ -237,23 +237,45 @@ fn span(s: &str, tag: &str) -> Option<Span> {
     }
 }
 
+/// What Open MPI's runtime reports of where it bound this process.
+#[derive(Clone, Copy, Debug)]
+pub struct Reported<'a> {
+    /// Its locality string (`place_from_locality`).
+    pub locality: &'a str,
+    /// The CPUs it bound the process to, as a list ("0-3,8"); none if not
+    /// given.
+    pub cpus: Option<&'a str>,
+}
+
 /// This process's place and how it was found, in words for verbose
-/// output: from Open MPI's `locality` string (`place_from_locality`) when
-/// that gives one, else as `place_of` with `running` if `core_each` (every
-/// rank of the node has a core); none if `status` (`/proc/self/status`)
-/// could not be read.
+/// output: from the binding Open MPI `reported` when that gives one
+/// (`place_from_locality`) and the process runs where it says
+/// (`report_holds`), else as `place_of` with `running` if `core_each`
+/// (every rank of the node has a core); none if `status`
+/// (`/proc/self/status`) could not be read. `online`: CPUs online.
 pub fn own_place_and_source(
-    locality: Option<&str>,
+    reported: Option<Reported>,
     status: Option<&str>,
     sysfs: &Path,
     running: Option<usize>,
     core_each: bool,
+    online: usize,
 ) -> (Place, String) {
-    if let Some((place, s)) = locality.and_then(|s| Some((place_from_locality(s)?, s))) {
-        return (place, format!("from the binding Open MPI reports, {s}"));
+    let mut aside = String::new();
+    if let Some(r) = reported {
+        match place_from_locality(r.locality) {
+            Some(place) if report_holds(r.cpus, status, online) => {
+                return (place, format!("from the binding Open MPI reports, {}", r.locality));
+            }
+            Some(_) => {
+                let cpus = r.cpus.unwrap_or("not given");
+                aside = format!("; Open MPI's report {} (CPUs {cpus}) is not its binding", r.locality);
+            }
+            None => aside = format!("; Open MPI's report {} names no one L3 domain", r.locality),
+        }
     }
     let Some(status) = status else {
-        return (Place::UNKNOWN, "none: /proc/self/status unreadable".to_string());
+        return (Place::UNKNOWN, format!("none: /proc/self/status unreadable{aside}"));
     };
     let (place, by_running) = place_of(status, sysfs, running.filter(|_| core_each));
     let from = match (!by_running, place.l3.is_some(), core_each) {
@@ -262,7 +284,32 @@ pub fn own_place_and_source(
         (true, false, false) => "none in an L3 domain: its binding spans domains and the node is oversubscribed",
         (true, false, true) => "none in an L3 domain: neither its binding nor its CPU gives one",
     };
-    (place, from.to_string())
+    (place, format!("{from}{aside}"))
+}
+
+/// Whether a process runs where Open MPI reports it bound it (`cpus`):
+/// its own binding (`status`'s `Cpus_allowed_list`) is those CPUs, or
+/// every CPU online, which is a binding that did not take (a core of a
+/// topology given to Open MPI as a file that this machine lacks, where the
+/// report is the place meant). A process rebound after launch (numactl or
+/// taskset in the command, a library that binds) runs elsewhere: its own
+/// binding decides then. Unreadable: the report stands.
+fn report_holds(cpus: Option<&str>, status: Option<&str>, online: usize) -> bool {
+    let Some(allowed) = status.and_then(allowed_cpus) else {
+        return true;
+    };
+    let set = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let allowed = set(allowed);
+    allowed.len() >= online || cpus.and_then(cpu_list).map(set).is_some_and(|c| c == allowed)
+}
+
+/// The CPUs a process may run on, from the text of `/proc/self/status`.
+fn allowed_cpus(status: &str) -> Option<Vec<usize>> {
+    status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()))
 }
 
 /// "0-3,8,10-11" as CPU numbers.
@@ -364,7 +411,7 @@ mod tests {
         assert_eq!(running("6,7", 0), at("6,7"), "bound inside a domain: the binding decides");
         // How it was found, as verbose output says it.
         let source = |list: &str, cpu: Option<usize>, core_each: bool| {
-            let (place, from) = own_place_and_source(None, Some(&status(list)), &sys, cpu, core_each);
+            let (place, from) = own_place_and_source(None, Some(&status(list)), &sys, cpu, core_each, 8);
             (place, from.to_string())
         };
         let said = |place: Place, from: &str| (place, from.to_string());
@@ -425,17 +472,34 @@ mod tests {
         for bad in ["", "(null)", "SKx:L30", "SK0:L3:NM0", "SK0:L30:NM-"] {
             assert_eq!(place_from_locality(bad), None, "{bad:?}");
         }
-        // Ahead of the binding read from sysfs, and said so.
+        // Ahead of the binding read from sysfs when the process runs where
+        // the report says, or anywhere (the binding did not take); said so.
         let sys = sysfs_tree("locality", |c| (c / 4, 3, (c / 2) % 2, None));
-        let status = Some("Name:\tx\nCpus_allowed_list:\t0-1\n");
-        let (place, from) = own_place_and_source(Some("SK1:L33:NM1"), status, &sys, Some(0), true);
-        assert_eq!((Some(place), from.as_str()), (at(1, 1, 3), "from the binding Open MPI reports, SK1:L33:NM1"));
-        let by_sysfs = own_place_and_source(None, status, &sys, Some(0), true);
-        assert_eq!(own_place_and_source(Some("SK0-1:L30-3"), status, &sys, Some(0), true), by_sysfs);
-        assert_eq!(by_sysfs, (Place { package: Some(0), l3: Some(0) }, "from its binding".to_string()));
-        let unread = own_place_and_source(None, None, &sys, Some(0), true);
+        let status = |list: &str| format!("Name:\tx\nCpus_allowed_list:\t{list}\n");
+        let (on_01, on_all, on_6) = (status("0-1"), status("0-7"), status("6"));
+        let report = |locality, cpus| Some(Reported { locality, cpus });
+        let placed = |r: Option<Reported>, st: Option<&str>| {
+            let (place, from) = own_place_and_source(r, st, &sys, Some(0), true, 8);
+            (Some(place), from)
+        };
+        let from_open_mpi = "from the binding Open MPI reports, SK1:L33:NM1".to_string();
+        assert_eq!(placed(report("SK1:L33:NM1", Some("0-1")), Some(&on_01)), (at(1, 1, 3), from_open_mpi.clone()));
+        assert_eq!(placed(report("SK1:L33:NM1", Some("0,1")), Some(&on_01)).0, at(1, 1, 3), "the same CPUs");
+        assert_eq!(placed(report("SK1:L33:NM1", Some("6")), Some(&on_all)), (at(1, 1, 3), from_open_mpi.clone()));
+        assert_eq!(placed(report("SK1:L33:NM1", Some("0-1")), None), (at(1, 1, 3), from_open_mpi));
+        // Rebound after launch, or no CPUs given to compare: its own
+        // binding decides, and the report is named.
+        let by_sysfs = own_place_and_source(None, Some(&on_6), &sys, Some(0), true, 8);
+        assert_eq!(by_sysfs, (Place { package: Some(1), l3: Some(domain_id(1, 0, 1)) }, "from its binding".to_string()));
+        let rebound = placed(report("SK0:L30:NM0", Some("0-1")), Some(&on_6));
+        assert_eq!(rebound.0, Some(by_sysfs.0));
+        assert_eq!(rebound.1, "from its binding; Open MPI's report SK0:L30:NM0 (CPUs 0-1) is not its binding");
+        let unsure = placed(report("SK0:L30:NM0", None), Some(&on_6));
+        assert_eq!(unsure.1, "from its binding; Open MPI's report SK0:L30:NM0 (CPUs not given) is not its binding");
+        let wide = placed(report("SK0-1:L30-3", Some("0-7")), Some(&on_6));
+        assert_eq!(wide, (Some(by_sysfs.0), "from its binding; Open MPI's report SK0-1:L30-3 names no one L3 domain".to_string()));
+        let unread = own_place_and_source(None, None, &sys, Some(0), true, 8);
         assert_eq!(unread, (Place::UNKNOWN, "none: /proc/self/status unreadable".to_string()));
-        assert_eq!(own_place_and_source(Some("SK1:L33:NM1"), None, &sys, None, true).0, at(1, 1, 3).unwrap());
         let _ = std::fs::remove_dir_all(sys);
     }
 }

@@ -114,16 +114,20 @@ fn trees_follow_a_synthetic_machine() {
 /// file's machine as they follow the same machine given to hwbarr: a domain
 /// per L3, or per NUMA node's part of an L3 that spans two. Unbound, Open
 /// MPI reports no binding: the ranks of the oversubscribed node have no
-/// place, and the toggle barrier one bank for all.
+/// place, and the toggle barrier one bank for all. Bound by package, its
+/// report names 4 L3s, which places no rank: each takes its place from its
+/// own binding (this machine's one L3), and says why.
 #[test]
 fn trees_follow_a_machine_given_to_open_mpi() {
     let bound = rte::by_core();
     let unbound = rte::oversubscribe();
+    let wide = rte::by_package();
     for (alg, np, machine, placement, tree) in [
         ("toggle", 16, "pack:2 l3:4 core:2 pu:1", bound, "toggle banks per level 8/2/1"),
         ("toggle", 32, "pack:2 l3:1 numa:2 core:8 pu:1", bound, "toggle banks per level 4/2/1"),
         ("polled", 32, "pack:2 l3:2 core:8 pu:1", bound, "polled groups per level 4/1"),
         ("toggle", 16, "pack:2 l3:4 core:2 pu:1", unbound, "toggle banks per level 1)"),
+        ("toggle", 16, "pack:2 l3:4 core:2 pu:1", wide, "toggle banks per level 1)"),
     ] {
         let xml = hwloc_machine_xml(machine);
         let b = board();
@@ -148,6 +152,8 @@ fn trees_follow_a_machine_given_to_open_mpi() {
         assert!(line.contains(tree), "{case}: want '{tree}': {line}");
         let from_open_mpi = err.lines().filter(|l| l.contains("(from the binding Open MPI reports, SK")).count();
         assert_eq!(from_open_mpi, if placement == bound { np } else { 0 }, "{case}\n{err}");
+        let too_wide = err.lines().filter(|l| l.contains("names no one L3 domain)")).count();
+        assert_eq!(too_wide, if placement == wide { np } else { 0 }, "{case}\n{err}");
     }
 }
 
@@ -285,7 +291,9 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
 /// it sits in the node's caches and how that was found; on a machine whose
 /// sysfs names L3 caches, 2 unbound ranks are placed from their binding
 /// (the CPUs they may run on, one L3 on this machine) and sysfs; bound
-/// to a core each by Open MPI, from the binding Open MPI reports.
+/// to a core each by Open MPI, from the binding Open MPI reports, unless
+/// the rank was rebound after launch (here by `taskset -c 0` in the
+/// command): then from its own binding, naming the report it set aside.
 #[test]
 fn auto_placement_is_reported_once_per_rank() {
     let b = board();
@@ -330,6 +338,23 @@ fn auto_placement_is_reported_once_per_rank() {
         assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
         let from_open_mpi = "(from the binding Open MPI reports, SK0:L3";
         assert!(!has_l3 || lines[0].contains(from_open_mpi), "rank {r}: {}", lines[0]);
+    }
+    let b = board();
+    let env = [("HWBARR_BOARD", b.to_str().unwrap())];
+    let mca = [("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_verbose", "3")];
+    let cmd = mpirun_placed(rte::by_core(), &["-np", "2"], &[], &mca, 120);
+    let job = run(program(cmd, &["taskset", "-c", "0"], &["semantics", "20"], &env), 120);
+    let _ = std::fs::remove_dir_all(b.parent().unwrap());
+    assert!(job.ok(), "{}", job.dump());
+    let err = job.stderr();
+    let line = |r: usize| {
+        let tag = format!("world rank {r}: place in the node's caches: ");
+        err.lines().find(|l| l.contains(&tag)).unwrap_or_else(|| panic!("rank {r}\n{}", job.dump())).to_string()
+    };
+    if has_l3 {
+        assert!(line(0).contains("(from the binding Open MPI reports, SK0:L3"), "CPU 0 as reported: {}", line(0));
+        assert!(line(1).contains("(from its binding; Open MPI's report SK0:L3"), "{}", line(1));
+        assert!(line(1).ends_with("(CPUs 1) is not its binding)"), "rebound to CPU 0: {}", line(1));
     }
 }
 

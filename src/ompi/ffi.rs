@@ -129,6 +129,24 @@ impl Events for std::ffi::c_int {
     }
 }
 
+/// A string the shim or Open MPI allocated with malloc, copied and freed;
+/// None for NULL.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string from malloc that the caller
+/// hands over: it is not used after.
+pub unsafe fn take_string(p: *mut std::ffi::c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string (the contract above), freed right
+    // after it is copied.
+    let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    // SAFETY: allocated with malloc, not used after this.
+    unsafe { hwb_free(p.cast()) };
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use crate::ompi::ffi;
 use crate::ompi::params::Params;
-use crate::topology::{self, Place};
+use crate::topology::{self, Place, Reported};
 use crate::wait::PolicyFacts;
 
 pub struct NodeFacts {
@@ -53,32 +53,22 @@ fn job_local_ranks(open_mpi: Option<usize>, launcher: Option<usize>) -> usize {
 }
 
 /// This process's place in the node's caches (`topology::own_place_and_source`) and
-/// how it was found: from the binding Open MPI's runtime reports, else from
-/// this process's binding and sysfs, where the CPU it runs on counts only
-/// when every rank of the node has a core.
+/// how it was found: from the binding Open MPI's runtime reports where the
+/// process runs as reported, else from this process's binding and sysfs,
+/// where the CPU it runs on counts only when every rank of the node has a
+/// core.
 fn own_place(core_each: bool) -> (Place, String) {
-    let locality = open_mpi_locality();
+    // SAFETY: called after MPI_Init's runtime init (NODE's first use);
+    // returns a malloc'ed string or NULL.
+    let locality = unsafe { ffi::take_string(ffi::hwb_locality_string()) };
+    // SAFETY: as above.
+    let cpus = unsafe { ffi::take_string(ffi::hwb_cpuset_string()) };
+    let reported = locality.as_deref().map(|locality| Reported { locality, cpus: cpus.as_deref() });
     // SAFETY: sched_getcpu has no preconditions; -1 on failure.
     let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok();
     let status = std::fs::read_to_string("/proc/self/status").ok();
     let sysfs = std::path::Path::new("/sys/devices/system/cpu");
-    topology::own_place_and_source(locality.as_deref(), status.as_deref(), sysfs, cpu, core_each)
-}
-
-/// Where Open MPI's runtime bound this process (its locality string), if
-/// it did.
-fn open_mpi_locality() -> Option<String> {
-    // SAFETY: called after MPI_Init's runtime init (NODE's first use); the
-    // shim returns a malloc'ed string or NULL.
-    let p = unsafe { ffi::hwb_locality_string() };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: a NUL-terminated string, freed right after it is copied.
-    let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned();
-    // SAFETY: allocated with malloc by the shim, not used after this.
-    unsafe { ffi::hwb_free(p.cast()) };
-    Some(s)
+    topology::own_place_and_source(reported, status.as_deref(), sysfs, cpu, core_each, cores_online())
 }
 
 /// At verbosity 3, once per process (on its first communicator, with

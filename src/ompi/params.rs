@@ -213,8 +213,9 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                   its lowest rank, the domains' leaders by rank 0; an L3 that spans NUMA nodes is one domain \
                   per node): 'auto' (from the binding Open MPI reports for each rank, in its hwloc topology, \
                   the machine's own or one given to it as an XML file (hwloc_base_topo_file on 4.1, \
-                  PRRTE's hwloc_use_topo_file on 5.0 and later), when that lies within one L3 domain; \
-                  else from the rank's CPU binding and the machine's caches and NUMA nodes in sysfs; \
+                  PRRTE's hwloc_use_topo_file on 5.0 and later), when that lies within one L3 domain and \
+                  NUMA node and the rank runs where it says; else (bound wider, not bound, or rebound after \
+                  launch) from the rank's CPU binding and the machine's caches and NUMA nodes in sysfs; \
                   a rank bound wider than one domain by the CPU it runs on, or \
                   on an oversubscribed node not placed, as with 'flat'), 'flat' (toggle banks of 64 ranks, \
                   polled groups of 16, in rank order), or a synthetic machine in hwloc's synthetic \

@@ -171,15 +171,7 @@ fn render(topic: Topic, summary: &str) -> Option<String> {
     let c = CString::new(summary.as_bytes()).ok()?;
     // SAFETY: two NUL-terminated strings; the shim passes the summary as
     // the topic's "%s" and returns a malloc'ed string or NULL.
-    let p = unsafe { ffi::hwb_help_string(topic.key().as_ptr(), c.as_ptr()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: a NUL-terminated string from the help system, freed right
-    // after it is copied.
-    let text = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-    // SAFETY: allocated with malloc by Open MPI, not used after this.
-    unsafe { ffi::hwb_free(p.cast()) };
+    let text = unsafe { ffi::take_string(ffi::hwb_help_string(topic.key().as_ptr(), c.as_ptr())) }?;
     // A topic the file lacks renders as Open MPI's "Sorry!" text.
     (!text.contains("Sorry!")).then_some(text)
 }

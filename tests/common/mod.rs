@@ -165,6 +165,13 @@ pub mod rte {
             &["--oversubscribe", "--map-by", "core", "--bind-to", "core:if-supported"],
         )
     }
+    /// As `by_core`, by package: each rank bound to a whole package.
+    pub fn by_package() -> &'static [&'static str] {
+        by_line(
+            &["--map-by", "package:OVERSUBSCRIBE", "--bind-to", "package:if-supported"],
+            &["--oversubscribe", "--map-by", "socket", "--bind-to", "socket:if-supported"],
+        )
+    }
     /// The runtime parameter that gives Open MPI its topology as an hwloc
     /// XML file.
     pub fn topology_file_param() -> &'static str {
@@ -291,7 +298,7 @@ pub fn placed_job(
 
 /// A launcher command `c` completed with the program barrier_check (started
 /// through `wrapper`), its `args`, and the environment `env`.
-fn program(mut c: Command, wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
+pub fn program(mut c: Command, wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
     c.args(wrapper);
     c.arg(target_dir().join("examples/barrier_check"));
     c.args(args);
