@@ -21,6 +21,12 @@
 #include "opal/util/show_help.h"
 #if OMPI_MAJOR_VERSION < 5
 #include "opal/mca/pmix/pmix.h"
+/* Weak references: 4.1's PMIx layer, which 5.0 and later do not have; a
+ * 4.1 build loaded by them must still load, to say in one line that it was
+ * built for another release (it never asks PMIx there). */
+#pragma weak opal_pmix
+#pragma weak opal_value_t_class
+#pragma weak opal_value_unload
 #endif
 
 #include <dlfcn.h>
@@ -233,6 +239,9 @@ char *hwb_locality_string(void)
 #else
     char *val = NULL;
     int rc;
+    if (NULL == &opal_pmix || NULL == opal_pmix.get) {
+        return NULL;
+    }
     OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_LOCALITY_STRING, &OPAL_PROC_MY_NAME, &val, OPAL_STRING);
     return OPAL_SUCCESS == rc ? val : NULL;
 #endif
@@ -246,6 +255,9 @@ char *hwb_cpuset_string(void)
 #else
     char *val = NULL;
     int rc;
+    if (NULL == &opal_pmix || NULL == opal_pmix.get) {
+        return NULL;
+    }
     OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_CPUSET, &OPAL_PROC_MY_NAME, &val, OPAL_STRING);
     return OPAL_SUCCESS == rc ? val : NULL;
 #endif
