@@ -200,8 +200,22 @@ fn hwbarr_on_some_ranks_only_fails_fast() {
         let named = (0..prios.len())
             .filter(|&r| prios[r] == "0")
             .any(|r| err.contains(&format!("rank {r} does not run hwbarr's barrier on this communicator")));
-        assert!(named, "{what}: no hwbarr rank named the other\n{}", job.dump());
+        // Blocking, the tuned rank may abort first, on hwbarr's message
+        // longer than the zero bytes its barrier expects, and the job end
+        // before a hwbarr rank has printed (README, "Ranks that disagree").
+        let tuned_truncated = first == "blocking"
+            && err.contains("An error occurred in MPI_Barrier")
+            && err.contains("MPI_ERR_TRUNCATE")
+            && aborting_rank(&err).is_some_and(|r| prios.get(r) == Some(&"0"));
+        assert!(named || tuned_truncated, "{what}: no hwbarr rank named the other\n{}", job.dump());
     }
+}
+
+/// The rank Open MPI's fatal error handler names ("reported by process
+/// [<job>,<rank>]").
+fn aborting_rank(err: &str) -> Option<usize> {
+    let rest = err.split("reported by process [").nth(1)?;
+    rest.split(']').next()?.rsplit(',').next()?.trim().parse().ok()
 }
 
 /// What still hangs (README, "Ranks that disagree"): 3 ranks, rank 0
