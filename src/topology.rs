@@ -410,10 +410,8 @@ mod tests {
         assert_eq!(running("0-3", 6), at("0-3"), "a CPU outside the binding is no hint");
         assert_eq!(running("6,7", 0), at("6,7"), "bound inside a domain: the binding decides");
         // How it was found, as verbose output says it.
-        let source = |list: &str, cpu: Option<usize>, core_each: bool| {
-            let (place, from) = own_place_and_source(None, Some(&status(list)), &sys, cpu, core_each, 8);
-            (place, from.to_string())
-        };
+        let source =
+            |list: &str, cpu: Option<usize>, core_each: bool| own_place_and_source(None, Some(&status(list)), &sys, cpu, core_each, 8);
         let said = |place: Place, from: &str| (place, from.to_string());
         assert_eq!(source("6,7", Some(6), true), said(at("6,7"), "from its binding"));
         assert_eq!(source("0-3", Some(3), true).1, "from the CPU it ran on (its binding spans L3 domains)");

@@ -126,6 +126,7 @@ fn trees_follow_a_machine_given_to_open_mpi() {
         ("toggle", 16, "pack:2 l3:4 core:2 pu:1", bound, "toggle banks per level 8/2/1"),
         ("toggle", 32, "pack:2 l3:1 numa:2 core:8 pu:1", bound, "toggle banks per level 4/2/1"),
         ("polled", 32, "pack:2 l3:2 core:8 pu:1", bound, "polled groups per level 4/1"),
+        // Open MPI reports no binding for a rank it did not bind.
         ("toggle", 16, "pack:2 l3:4 core:2 pu:1", unbound, "toggle banks per level 1)"),
         ("toggle", 16, "pack:2 l3:4 core:2 pu:1", wide, "toggle banks per level 1)"),
     ] {
