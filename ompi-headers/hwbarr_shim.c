@@ -230,20 +230,31 @@ int hwb_job_local_ranks(void)
     return (int) opal_process_info.num_local_peers + 1;
 }
 
-char *hwb_locality_string(void)
+#if OMPI_MAJOR_VERSION < 5
+/* The string 4.1's PMIx layer holds for this process under `key`,
+ * malloc'ed, or NULL. */
+static char *own_pmix_string(const char *key)
 {
-    /* Where the runtime bound this process, as objects of Open MPI's
-     * hwloc topology ("SK0:L30:...:NM0"); none when it did not bind it. */
-#if OMPI_MAJOR_VERSION >= 5
-    return NULL != opal_process_info.locality ? strdup(opal_process_info.locality) : NULL;
-#else
     char *val = NULL;
     int rc;
     if (NULL == &opal_pmix || NULL == opal_pmix.get) {
         return NULL;
     }
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_LOCALITY_STRING, &OPAL_PROC_MY_NAME, &val, OPAL_STRING);
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, &OPAL_PROC_MY_NAME, &val, OPAL_STRING);
     return OPAL_SUCCESS == rc ? val : NULL;
+}
+#else
+static char *dup_or_null(const char *s) { return NULL != s ? strdup(s) : NULL; }
+#endif
+
+char *hwb_locality_string(void)
+{
+    /* Where the runtime bound this process, as objects of Open MPI's
+     * hwloc topology ("SK0:L30:...:NM0"); none when it did not bind it. */
+#if OMPI_MAJOR_VERSION >= 5
+    return dup_or_null(opal_process_info.locality);
+#else
+    return own_pmix_string(OPAL_PMIX_LOCALITY_STRING);
 #endif
 }
 
@@ -251,15 +262,9 @@ char *hwb_cpuset_string(void)
 {
     /* The CPUs the runtime bound this process to, as a list ("0-3,8"). */
 #if OMPI_MAJOR_VERSION >= 5
-    return NULL != opal_process_info.cpuset ? strdup(opal_process_info.cpuset) : NULL;
+    return dup_or_null(opal_process_info.cpuset);
 #else
-    char *val = NULL;
-    int rc;
-    if (NULL == &opal_pmix || NULL == opal_pmix.get) {
-        return NULL;
-    }
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_CPUSET, &OPAL_PROC_MY_NAME, &val, OPAL_STRING);
-    return OPAL_SUCCESS == rc ? val : NULL;
+    return own_pmix_string(OPAL_PMIX_CPUSET);
 #endif
 }
 

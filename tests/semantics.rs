@@ -132,15 +132,11 @@ fn trees_follow_a_machine_given_to_open_mpi() {
     ] {
         let xml = hwloc_machine_xml(machine);
         let b = board();
-        let job = placed_job(
-            np,
-            placement,
-            &[(rte::topology_file_param(), xml.to_str().unwrap())],
-            &[("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "3")],
-            &[("HWBARR_BOARD", b.to_str().unwrap())],
-            &["semantics", "60"],
-            180,
-        );
+        let np_s = np.to_string();
+        let rte = [(rte::topology_file_param(), xml.to_str().unwrap())];
+        let mca = [("coll_hwbarr_algorithm", alg), ("coll_hwbarr_verbose", "3")];
+        let cmd = mpirun_placed(placement, &["-np", &np_s], &rte, &mca, 180);
+        let job = run(program(cmd, &[], &["semantics", "60"], &[("HWBARR_BOARD", b.to_str().unwrap())]), 180);
         let _ = std::fs::remove_dir_all(b.parent().unwrap());
         let _ = std::fs::remove_dir_all(xml.parent().unwrap());
         let case = format!("{alg} np={np} '{machine}' {placement:?}");
@@ -297,66 +293,45 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
 /// command): then from its own binding, naming the report it set aside.
 #[test]
 fn auto_placement_is_reported_once_per_rank() {
-    let b = board();
-    let env = [("HWBARR_BOARD", b.to_str().unwrap())];
-    let job = mpirun(
-        2,
-        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_verbose", "3")],
-        &env,
-        &["semantics", "20"],
-        120,
-    );
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    assert!(job.ok(), "{}", job.dump());
-    let err = job.stderr();
     let has_l3 = (0..4).any(|i| {
         std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu0/cache/index{i}/level"))
             .is_ok_and(|l| l.trim() == "3")
     });
-    for r in 0..2 {
-        let lines: Vec<&str> =
-            err.lines().filter(|l| l.contains(&format!("world rank {r}: place in the node's caches: "))).collect();
-        assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
-        assert!(!has_l3 || lines[0].ends_with("(from its binding)"), "rank {r}: {}", lines[0]);
+    let unbound = place_lines(rte::oversubscribe(), &[]);
+    let bound = place_lines(rte::by_core(), &[]);
+    let rebound = place_lines(rte::by_core(), &["taskset", "-c", "0"]);
+    if !has_l3 {
+        return;
     }
-    let b = board();
-    let env = [("HWBARR_BOARD", b.to_str().unwrap())];
-    let job = placed_job(
-        2,
-        rte::by_core(),
-        &[],
-        &[("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_verbose", "3")],
-        &env,
-        &["semantics", "20"],
-        120,
-    );
-    let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    assert!(job.ok(), "{}", job.dump());
-    let err = job.stderr();
-    for r in 0..2 {
-        let lines: Vec<&str> =
-            err.lines().filter(|l| l.contains(&format!("world rank {r}: place in the node's caches: "))).collect();
-        assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
-        let from_open_mpi = "(from the binding Open MPI reports, SK0:L3";
-        assert!(!has_l3 || lines[0].contains(from_open_mpi), "rank {r}: {}", lines[0]);
+    for line in unbound {
+        assert!(line.ends_with("(from its binding)"), "{line}");
     }
+    for line in bound {
+        assert!(line.contains("(from the binding Open MPI reports, SK0:L3"), "{line}");
+    }
+    assert!(rebound[0].contains("(from the binding Open MPI reports, SK0:L3"), "CPU 0 as reported: {}", rebound[0]);
+    assert!(rebound[1].contains("(from its binding; Open MPI's report SK0:L3"), "{}", rebound[1]);
+    assert!(rebound[1].ends_with("(CPUs 1) is not its binding)"), "rebound to CPU 0: {}", rebound[1]);
+}
+
+/// Each of 2 ranks' one verbose line on its place in the node's caches,
+/// from a toggle job placed by `placement` and started through `wrapper`.
+fn place_lines(placement: &[&str], wrapper: &[&str]) -> Vec<String> {
     let b = board();
     let env = [("HWBARR_BOARD", b.to_str().unwrap())];
     let mca = [("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_verbose", "3")];
-    let cmd = mpirun_placed(rte::by_core(), &["-np", "2"], &[], &mca, 120);
-    let job = run(program(cmd, &["taskset", "-c", "0"], &["semantics", "20"], &env), 120);
+    let cmd = mpirun_placed(placement, &["-np", "2"], &[], &mca, 120);
+    let job = run(program(cmd, wrapper, &["semantics", "20"], &env), 120);
     let _ = std::fs::remove_dir_all(b.parent().unwrap());
-    assert!(job.ok(), "{}", job.dump());
+    assert!(job.ok(), "{placement:?} {wrapper:?}\n{}", job.dump());
     let err = job.stderr();
     let line = |r: usize| {
         let tag = format!("world rank {r}: place in the node's caches: ");
-        err.lines().find(|l| l.contains(&tag)).unwrap_or_else(|| panic!("rank {r}\n{}", job.dump())).to_string()
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(&tag)).collect();
+        assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
+        lines[0].to_string()
     };
-    if has_l3 {
-        assert!(line(0).contains("(from the binding Open MPI reports, SK0:L3"), "CPU 0 as reported: {}", line(0));
-        assert!(line(1).contains("(from its binding; Open MPI's report SK0:L3"), "{}", line(1));
-        assert!(line(1).ends_with("(CPUs 1) is not its binding)"), "rebound to CPU 0: {}", line(1));
-    }
+    (0..2).map(line).collect()
 }
 
 /// The checker above can fail: with the barrier left out it must report a

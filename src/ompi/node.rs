@@ -61,8 +61,8 @@ fn own_place(core_each: bool) -> (Place, String) {
     // SAFETY: called after MPI_Init's runtime init (NODE's first use);
     // returns a malloc'ed string or NULL.
     let locality = unsafe { ffi::take_string(ffi::hwb_locality_string()) };
-    // SAFETY: as above.
-    let cpus = unsafe { ffi::take_string(ffi::hwb_cpuset_string()) };
+    // SAFETY: as above. Asked only when there is a report to check.
+    let cpus = locality.as_ref().and_then(|_| unsafe { ffi::take_string(ffi::hwb_cpuset_string()) });
     let reported = locality.as_deref().map(|locality| Reported { locality, cpus: cpus.as_deref() });
     // SAFETY: sched_getcpu has no preconditions; -1 on failure.
     let cpu = usize::try_from(unsafe { libc::sched_getcpu() }).ok();

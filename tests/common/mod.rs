@@ -281,21 +281,6 @@ pub fn mpirun_through(
     run(program(mpirun_prefix(&["-np", np.as_str()], &[], mca, secs), wrapper, args, env), secs)
 }
 
-/// barrier_check with `args` on `np` ranks placed by `placement` (as
-/// `mpirun_placed`).
-pub fn placed_job(
-    np: usize,
-    placement: &[&str],
-    rte: &[(&str, &str)],
-    mca: &[(&str, &str)],
-    env: &[(&str, &str)],
-    args: &[&str],
-    secs: u32,
-) -> Job {
-    let np = np.to_string();
-    run(program(mpirun_placed(placement, &["-np", np.as_str()], rte, mca, secs), &[], args, env), secs)
-}
-
 /// A launcher command `c` completed with the program barrier_check (started
 /// through `wrapper`), its `args`, and the environment `env`.
 pub fn program(mut c: Command, wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Command {
