@@ -53,7 +53,30 @@ impl Place {
         let part = |x: u64| (x != u32::MAX as u64).then_some(x as u32);
         Place { package: part(w >> 32), l3: part(w & 0xffff_ffff) }
     }
+
+    /// In words, for verbose output: the package, NUMA node and L3 in the
+    /// numbering they came in.
+    pub fn describe(self) -> String {
+        let Some(package) = self.package else {
+            return "none".to_string();
+        };
+        let numbering = if package & REPORTED_IDS != 0 { "Open MPI's logical indices" } else { "the kernel's ids" };
+        let package = package & !REPORTED_IDS;
+        match self.l3 {
+            Some(d) => format!("package {package}, NUMA node {}, L3 {} ({numbering})", (d >> 16) & 0xff, d & 0xffff),
+            None => format!("package {package}, no one L3 domain ({numbering})"),
+        }
+    }
 }
+
+/// Set in the package id of a place read from Open MPI's report. Its ids
+/// are logical indices in Open MPI's hwloc topology, sysfs's the kernel's
+/// ids, and the two need not agree: with the tag, ranks of one node placed
+/// one way never share a group with ranks placed the other (a rank rebound
+/// after launch groups apart from its peers, which costs a level of the
+/// tree, rather than with ranks of another domain, which would cost a
+/// line's trips between domains on every barrier).
+const REPORTED_IDS: u32 = 1 << 31;
 
 /// Most cores a synthetic machine may have (`Topology::parse`).
 pub const MAX_SYNTHETIC_CORES: u64 = 1 << 20;
@@ -162,7 +185,9 @@ fn place_of(status: &str, sysfs: &Path, running: Option<usize>) -> (Place, bool)
         return (Place::UNKNOWN, false);
     };
     let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u32>().ok());
-    let package_of = |c: usize| read(sysfs.join(format!("cpu{c}/topology/physical_package_id")));
+    let package_of = |c: usize| {
+        read(sysfs.join(format!("cpu{c}/topology/physical_package_id"))).filter(|&p| p & REPORTED_IDS == 0)
+    };
     let l3_of = |c: usize| {
         // The cache of level 3 (its index differs between machines).
         (0..8).find_map(|i| {
@@ -216,7 +241,7 @@ pub fn place_from_locality(s: &str) -> Option<Place> {
         Span::One(n) => n,
         Span::Several => return None,
     };
-    Some(Place { package: Some(package), l3: Some(domain_id(package, numa, l3)) })
+    Some(Place { package: Some(package | REPORTED_IDS), l3: Some(domain_id(package, numa, l3)) })
 }
 
 /// How many objects of one type a binding covers.
@@ -458,7 +483,7 @@ mod tests {
     /// leaves the place to the binding and sysfs.
     #[test]
     fn open_mpis_locality_string_places_a_bound_rank() {
-        let at = |p, n, l| Some(Place { package: Some(p), l3: Some(domain_id(p, n, l)) });
+        let at = |p, n, l| Some(Place { package: Some(p | REPORTED_IDS), l3: Some(domain_id(p, n, l)) });
         assert_eq!(place_from_locality("SK0:L30:CR0:HT0:NM0"), at(0, 0, 0), "4.1");
         assert_eq!(place_from_locality("SK1:L34:L216:L116:CR16:HT16:NM2"), at(1, 2, 4), "5.0, 6.0");
         assert_eq!(place_from_locality("SK1:L37:CR30"), at(1, 0, 7), "no NUMA node named");
@@ -499,5 +524,27 @@ mod tests {
         let unread = own_place_and_source(None, None, &sys, Some(0), true, 8);
         assert_eq!(unread, (Place::UNKNOWN, "none: /proc/self/status unreadable".to_string()));
         let _ = std::fs::remove_dir_all(sys);
+    }
+
+    /// Ranks placed from Open MPI's report and ranks placed from sysfs
+    /// never share a group, even where the two numberings give the same
+    /// ids: the report's are hwloc's logical indices, sysfs's the kernel's.
+    #[test]
+    fn places_from_the_report_and_from_sysfs_never_group_together() {
+        let sys = sysfs_tree("numberings", |c| (0, 0, c / 4, None));
+        let status = |list: &str| format!("Name:\tx\nCpus_allowed_list:\t{list}\n");
+        let (kernel, _) = own_place_and_source(None, Some(&status("0-3")), &sys, None, true, 8);
+        let _ = std::fs::remove_dir_all(sys);
+        let reported = place_from_locality("SK0:L30:NM0").unwrap();
+        assert_eq!((kernel.package, kernel.l3), (Some(0), Some(domain_id(0, 0, 0))), "the same numbers");
+        assert_ne!(kernel, reported);
+        // A bank each for the two domains and the two packages, the root above.
+        assert_eq!(shape(&[reported, reported, kernel, kernel]).banks(), 5);
+        assert_eq!(shape(&[reported; 4]).banks(), 1);
+        assert_eq!(kernel.describe(), "package 0, NUMA node 0, L3 0 (the kernel's ids)");
+        assert_eq!(reported.describe(), "package 0, NUMA node 0, L3 0 (Open MPI's logical indices)");
+        assert_eq!(place_from_locality("SK1:L34:NM2").unwrap().describe(), "package 1, NUMA node 2, L3 4 (Open MPI's logical indices)");
+        assert_eq!(Place { package: Some(1), l3: None }.describe(), "package 1, no one L3 domain (the kernel's ids)");
+        assert_eq!(Place::UNKNOWN.describe(), "none");
     }
 }

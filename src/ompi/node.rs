@@ -79,11 +79,9 @@ pub fn say_place_once() {
     ONCE.call_once(|| {
         let n = &*NODE;
         let rank = crate::ompi::report::world_rank_label();
-        let part = |x: Option<u32>| x.map_or("-".to_string(), |v| v.to_string());
         crate::ompi::report::verbose(3, &format!(
-            "world rank {rank}: place in the node's caches: package {}, L3 domain {} ({})",
-            part(n.place.package),
-            part(n.place.l3),
+            "world rank {rank}: place in the node's caches: {} ({})",
+            n.place.describe(),
             n.place_from
         ));
     });
