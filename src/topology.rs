@@ -63,8 +63,8 @@ impl Place {
         let numbering = if package & REPORTED_IDS != 0 { "Open MPI's logical indices" } else { "the kernel's ids" };
         let package = package & !REPORTED_IDS;
         match self.l3 {
-            Some(d) => format!("package {package}, NUMA node {}, L3 {} ({numbering})", (d >> 16) & 0xff, d & 0xffff),
-            None => format!("package {package}, no one L3 domain ({numbering})"),
+            Some(d) => format!("package {package}, NUMA node {}, L3 {}, by {numbering}", (d >> 16) & 0xff, d & 0xffff),
+            None => format!("package {package}, no one L3 domain, by {numbering}"),
         }
     }
 }
@@ -541,10 +541,10 @@ mod tests {
         // A bank each for the two domains and the two packages, the root above.
         assert_eq!(shape(&[reported, reported, kernel, kernel]).banks(), 5);
         assert_eq!(shape(&[reported; 4]).banks(), 1);
-        assert_eq!(kernel.describe(), "package 0, NUMA node 0, L3 0 (the kernel's ids)");
-        assert_eq!(reported.describe(), "package 0, NUMA node 0, L3 0 (Open MPI's logical indices)");
-        assert_eq!(place_from_locality("SK1:L34:NM2").unwrap().describe(), "package 1, NUMA node 2, L3 4 (Open MPI's logical indices)");
-        assert_eq!(Place { package: Some(1), l3: None }.describe(), "package 1, no one L3 domain (the kernel's ids)");
+        assert_eq!(kernel.describe(), "package 0, NUMA node 0, L3 0, by the kernel's ids");
+        assert_eq!(reported.describe(), "package 0, NUMA node 0, L3 0, by Open MPI's logical indices");
+        assert_eq!(place_from_locality("SK1:L34:NM2").unwrap().describe(), "package 1, NUMA node 2, L3 4, by Open MPI's logical indices");
+        assert_eq!(Place { package: Some(1), l3: None }.describe(), "package 1, no one L3 domain, by the kernel's ids");
         assert_eq!(Place::UNKNOWN.describe(), "none");
     }
 }

@@ -304,10 +304,10 @@ fn auto_placement_is_reported_once_per_rank() {
         return;
     }
     for line in unbound {
-        assert!(line.ends_with("(the kernel's ids) (from its binding)"), "{line}");
+        assert!(line.ends_with(", by the kernel's ids (from its binding)"), "{line}");
     }
     for line in bound {
-        assert!(line.contains("(Open MPI's logical indices) (from the binding Open MPI reports, SK0:L3"), "{line}");
+        assert!(line.contains(", by Open MPI's logical indices (from the binding Open MPI reports, SK0:L3"), "{line}");
     }
     assert!(rebound[0].contains("(from the binding Open MPI reports, SK0:L3"), "CPU 0 as reported: {}", rebound[0]);
     assert!(rebound[1].contains("(from its binding; Open MPI's report SK0:L3"), "{}", rebound[1]);
