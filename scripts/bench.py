@@ -1058,7 +1058,7 @@ def main():
         # The launches' own spread, beside the ratio: a launch's time varies
         # by more than the 2% checked, so few launches cannot resolve it.
         def quartiles(v):
-            q = st.quantiles(v, n=4) if len(v) > 1 else v * 3
+            q = st.quantiles(v, n=4, method="inclusive") if len(v) > 1 else v * 3
             return f"{q[0] / 1000:.1f} to {q[2] / 1000:.1f}"
         print(f"\nMPI_Init+MPI_Finalize, 2 ranks, median of {INIT_LAUNCHES} interleaved launches each: "
               f"with hwbarr {w / 1000:.1f} ms (quartiles {quartiles(with_hw)}), "

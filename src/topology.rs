@@ -33,7 +33,8 @@ use crate::core::toggle::Shape;
 
 /// A rank's place: its package and L3 domain (machine-wide ids; the
 /// domain is an L3 within one NUMA node), each None when the rank is not
-/// bound inside one.
+/// bound inside one. A package id from Open MPI's report carries
+/// `REPORTED_IDS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Place {
     pub package: Option<u32>,
@@ -57,14 +58,15 @@ impl Place {
     /// In words, for verbose output: the package, NUMA node and L3 in the
     /// numbering they came in.
     pub fn describe(self) -> String {
-        let Some(package) = self.package else {
-            return "none".to_string();
+        let numbering = match self.package {
+            Some(p) if p & REPORTED_IDS != 0 => "Open MPI's logical indices",
+            _ => "the kernel's ids",
         };
-        let numbering = if package & REPORTED_IDS != 0 { "Open MPI's logical indices" } else { "the kernel's ids" };
-        let package = package & !REPORTED_IDS;
-        match self.l3 {
-            Some(d) => format!("package {package}, NUMA node {}, L3 {}, by {numbering}", (d >> 16) & 0xff, d & 0xffff),
-            None => format!("package {package}, no one L3 domain, by {numbering}"),
+        let package = self.package.map_or("unknown".to_string(), |p| (p & !REPORTED_IDS).to_string());
+        match (self.package, self.l3) {
+            (None, None) => "none".to_string(),
+            (_, Some(d)) => format!("package {package}, NUMA node {}, L3 {}, by {numbering}", (d >> 16) & 0xff, d & 0xffff),
+            (Some(_), None) => format!("package {package}, no one L3 domain, by {numbering}"),
         }
     }
 }
@@ -73,9 +75,11 @@ impl Place {
 /// are logical indices in Open MPI's hwloc topology, sysfs's the kernel's
 /// ids, and the two need not agree: with the tag, ranks of one node placed
 /// one way never share a group with ranks placed the other (a rank rebound
-/// after launch groups apart from its peers, which costs a level of the
-/// tree, rather than with ranks of another domain, which would cost a
-/// line's trips between domains on every barrier).
+/// after launch groups apart from its peers, which costs up to two levels
+/// of the toggle tree and one of the polled, rather than with ranks of
+/// another domain, which would cost a line's trips between domains on
+/// every barrier). Where the numberings agree, as on most machines, such
+/// ranks group apart all the same.
 const REPORTED_IDS: u32 = 1 << 31;
 
 /// Most cores a synthetic machine may have (`Topology::parse`).
@@ -185,6 +189,8 @@ fn place_of(status: &str, sysfs: &Path, running: Option<usize>) -> (Place, bool)
         return (Place::UNKNOWN, false);
     };
     let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<u32>().ok());
+    // (The kernel writes a package id as a signed int, so it never has the
+    // tag's bit; the filter keeps it so should that change.)
     let package_of = |c: usize| {
         read(sysfs.join(format!("cpu{c}/topology/physical_package_id"))).filter(|&p| p & REPORTED_IDS == 0)
     };
@@ -236,6 +242,10 @@ pub fn place_from_locality(s: &str) -> Option<Place> {
     let (Span::One(package), Span::One(l3)) = (package, l3) else {
         return None;
     };
+    // No room for the tag, or tagged it would read as none (`Place::word`).
+    if package >= REPORTED_IDS - 1 {
+        return None;
+    }
     let numa = match numa {
         Span::Absent => 0,
         Span::One(n) => n,
@@ -382,8 +392,12 @@ mod tests {
         assert_eq!(t.place(96, own), Place { package: Some(1), l3: Some(12) });
         assert_eq!(t.place(192, own), Place { package: Some(0), l3: Some(0) }, "wraps around");
         assert_eq!(Topology::Auto.place(5, own), own);
-        for p in [own, Place::UNKNOWN, Place { package: Some(1), l3: None }] {
+        let reported = place_from_locality("SK2147483646:L30").unwrap();
+        for p in [own, Place::UNKNOWN, Place { package: Some(1), l3: None }, reported] {
             assert_eq!(Place::from_word(p.word()), p);
+        }
+        for big in ["SK2147483647:L30", "SK2147483648:L30"] {
+            assert_eq!(place_from_locality(big), None, "{big}: no room for the tag");
         }
     }
 
@@ -545,6 +559,7 @@ mod tests {
         assert_eq!(reported.describe(), "package 0, NUMA node 0, L3 0, by Open MPI's logical indices");
         assert_eq!(place_from_locality("SK1:L34:NM2").unwrap().describe(), "package 1, NUMA node 2, L3 4, by Open MPI's logical indices");
         assert_eq!(Place { package: Some(1), l3: None }.describe(), "package 1, no one L3 domain, by the kernel's ids");
+        assert_eq!(Place { package: None, l3: Some(5) }.describe(), "package unknown, NUMA node 0, L3 5, by the kernel's ids");
         assert_eq!(Place::UNKNOWN.describe(), "none");
     }
 }

@@ -290,16 +290,17 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
 /// (the CPUs they may run on, one L3 on this machine) and sysfs; bound
 /// to a core each by Open MPI, from the binding Open MPI reports, unless
 /// the rank was rebound after launch (here by `taskset -c 0` in the
-/// command): then from its own binding, naming the report it set aside.
+/// command): then from its own binding, naming the report it set aside,
+/// and the two ranks, placed in two numberings, share no bank.
 #[test]
 fn auto_placement_is_reported_once_per_rank() {
     let has_l3 = (0..4).any(|i| {
         std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu0/cache/index{i}/level"))
             .is_ok_and(|l| l.trim() == "3")
     });
-    let unbound = place_lines(rte::oversubscribe(), &[]);
-    let bound = place_lines(rte::by_core(), &[]);
-    let rebound = place_lines(rte::by_core(), &["taskset", "-c", "0"]);
+    let (unbound, _) = place_lines(rte::oversubscribe(), &[]);
+    let (bound, bound_tree) = place_lines(rte::by_core(), &[]);
+    let (rebound, rebound_tree) = place_lines(rte::by_core(), &["taskset", "-c", "0"]);
     if !has_l3 {
         return;
     }
@@ -309,14 +310,23 @@ fn auto_placement_is_reported_once_per_rank() {
     for line in bound {
         assert!(line.contains(", by Open MPI's logical indices (from the binding Open MPI reports, SK0:L3"), "{line}");
     }
-    assert!(rebound[0].contains("(from the binding Open MPI reports, SK0:L3"), "CPU 0 as reported: {}", rebound[0]);
-    assert!(rebound[1].contains("(from its binding; Open MPI's report SK0:L3"), "{}", rebound[1]);
+    assert!(
+        rebound[0].contains(", by Open MPI's logical indices (from the binding Open MPI reports, SK0:L3"),
+        "CPU 0 as reported: {}",
+        rebound[0]
+    );
+    assert!(rebound[1].contains(", by the kernel's ids (from its binding; Open MPI's report SK0:L3"), "{}", rebound[1]);
     assert!(rebound[1].ends_with("(CPUs 1) is not its binding)"), "rebound to CPU 0: {}", rebound[1]);
+    // One L3 here: placed alike, one bank; in two numberings, a bank each,
+    // a bank per package above them and the root.
+    assert!(bound_tree.contains("toggle banks per level 1)"), "{bound_tree}");
+    assert!(rebound_tree.contains("toggle banks per level 2/2/1)"), "{rebound_tree}");
 }
 
 /// Each of 2 ranks' one verbose line on its place in the node's caches,
-/// from a toggle job placed by `placement` and started through `wrapper`.
-fn place_lines(placement: &[&str], wrapper: &[&str]) -> Vec<String> {
+/// from a toggle job placed by `placement` and started through `wrapper`,
+/// and the line that names MPI_COMM_WORLD's toggle tree.
+fn place_lines(placement: &[&str], wrapper: &[&str]) -> (Vec<String>, String) {
     let b = board();
     let env = [("HWBARR_BOARD", b.to_str().unwrap())];
     let mca = [("coll_hwbarr_algorithm", "toggle"), ("coll_hwbarr_verbose", "3")];
@@ -331,7 +341,9 @@ fn place_lines(placement: &[&str], wrapper: &[&str]) -> Vec<String> {
         assert_eq!(lines.len(), 1, "rank {r}\n{}", job.dump());
         lines[0].to_string()
     };
-    (0..2).map(line).collect()
+    let want = "communicator 'MPI_COMM_WORLD' (cid 0, 2 ranks, one node): barriers served by toggle";
+    let tree = err.lines().find(|l| l.contains(want)).unwrap_or_else(|| panic!("no '{want}'\n{}", job.dump()));
+    ((0..2).map(line).collect(), tree.to_string())
 }
 
 /// The checker above can fail: with the barrier left out it must report a
