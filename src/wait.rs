@@ -13,6 +13,17 @@ pub use crate::settings::Idle;
 /// Rounds a `Sleep` waiter yields before it sleeps.
 pub const YIELDS_BEFORE_SLEEP: u32 = 3;
 
+/// How long a `Sleep` waiter keeps yielding, after those rounds, before its
+/// first sleep in a wait. A sleeper's wake-up costs what a barrier of ranks
+/// that all run costs many times over where the sleeper's CPU went idle: on
+/// a VM whose idle vCPUs halt at once (no halt polling in the guest), each
+/// such wake-up costs tens of µs, and 3 ranks on 2 vCPUs that slept after 3
+/// rounds took 14-41 µs per barrier against 1.2 µs yielding (kernel 6.18,
+/// `docs/benchmarks.md`, 2026-11-28). Yielding first keeps a barrier whose
+/// ranks are all in it awake; a long wait (a peer computing) still sleeps
+/// and leaves the core to it.
+pub const YIELD_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+
 /// Polls after which a wait counts as long: about 135 µs at 33 ns a poll,
 /// far above a barrier whose ranks all run (0.05–0.1 µs here). From then
 /// on a `Spin` or `Yield` waiter turns MPI progress after every poll and
@@ -395,10 +406,15 @@ fn wait_by<E>(
     progress: impl FnMut() -> Turn,
     sleep: impl FnMut(),
 ) -> Result<(), E> {
-    wait_by_with(&CONTENTION, choose, made, done, progress, sleep)
+    // The unit tests count naps round by round; `yield_before_sleep_is_timed`
+    // tests the time.
+    let yield_first = if cfg!(test) { Duration::ZERO } else { YIELD_BEFORE_SLEEP };
+    wait_by_with(&CONTENTION, choose, made, done, progress, sleep, yield_first)
 }
 
-/// `wait_by` with the finding `contention` (the process's, or a test's).
+/// `wait_by` with the finding `contention` (the process's, or a test's)
+/// and a `Sleep` waiter's time of yields before it sleeps (`yield_first`,
+/// after its `YIELDS_BEFORE_SLEEP` rounds).
 fn wait_by_with<E>(
     contention: &Contention,
     mut choose: impl FnMut() -> WaitPolicy,
@@ -406,6 +422,7 @@ fn wait_by_with<E>(
     mut done: impl FnMut() -> Result<bool, E>,
     mut progress: impl FnMut() -> Turn,
     mut sleep: impl FnMut(),
+    yield_first: Duration,
 ) -> Result<(), E> {
     let mut rounds = made;
     let mut polls = u64::from(made);
@@ -413,6 +430,8 @@ fn wait_by_with<E>(
     let mut awake_until = 0u64;
     // This wait counted against the finding's term.
     let mut counted = false;
+    // When a `Sleep` waiter first could have slept (read only then).
+    let mut could_sleep: Option<Instant> = None;
     loop {
         rounds = rounds.saturating_add(1);
         let mut policy = choose();
@@ -457,6 +476,11 @@ fn wait_by_with<E>(
             Idle::Spin => {}
             Idle::Yield => std::thread::yield_now(),
             Idle::Sleep if rounds <= YIELDS_BEFORE_SLEEP || polls < awake_until => std::thread::yield_now(),
+            Idle::Sleep
+                if !yield_first.is_zero() && could_sleep.get_or_insert_with(Instant::now).elapsed() < yield_first =>
+            {
+                std::thread::yield_now()
+            }
             Idle::Sleep => sleep(),
         }
     }
@@ -652,6 +676,7 @@ mod tests {
                     Turn::Idle
                 },
                 || naps += 1,
+                Duration::ZERO,
             );
             r.unwrap();
             (turns, naps)
@@ -804,6 +829,47 @@ mod tests {
             assert_eq!(naps, 0, "{idle:?}");
             assert_eq!(turns, rounds_to_long + extra, "{idle:?}");
         }
+    }
+
+    /// After its rounds of yield a `Sleep` waiter keeps yielding until
+    /// `yield_first` has passed, then sleeps each round; with none it
+    /// sleeps at once (as the other unit tests wait).
+    #[test]
+    fn yield_before_sleep_is_timed() {
+        let p = WaitPolicy { spins: 1, progress: false, idle: Idle::Sleep, quiet: 0, adapts: false };
+        // (rounds yielded after the first 3, naps) of a wait that ends
+        // after `after` has passed and 5 more naps.
+        let run = |yield_first: Duration, after: Duration| {
+            let start = Instant::now();
+            let (mut polls, mut naps, mut awake) = (0u64, 0u64, 0u64);
+            let naps_seen = std::cell::Cell::new(0u64);
+            let r: Result<(), ()> = wait_by_with(
+                &Contention::new(),
+                || p,
+                0,
+                || {
+                    polls += 1;
+                    if polls > u64::from(YIELDS_BEFORE_SLEEP) && naps_seen.get() == 0 {
+                        awake += 1;
+                    }
+                    Ok(start.elapsed() >= after && naps_seen.get() >= 5)
+                },
+                || Turn::Idle,
+                || {
+                    naps += 1;
+                    naps_seen.set(naps);
+                },
+                yield_first,
+            );
+            r.unwrap();
+            (start.elapsed(), awake, naps)
+        };
+        let (took, awake, naps) = run(Duration::from_millis(20), Duration::ZERO);
+        assert!(took >= Duration::from_millis(20), "slept before its time: {took:?}");
+        assert!(awake > 1 && naps == 5, "{awake} rounds awake, {naps} naps");
+        let (_, awake, naps) = run(Duration::ZERO, Duration::ZERO);
+        assert_eq!((awake, naps), (1, 5), "no time to yield: the first round after the 3 sleeps");
+        assert_eq!(YIELD_BEFORE_SLEEP, Duration::from_micros(50));
     }
 
     /// A sleeping waiter whose progress turn did work stays awake
