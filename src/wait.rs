@@ -40,19 +40,30 @@ pub const YIELD_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 ///   `taskset -c 0`: 4 ms per barrier), yielding gives it up.
 pub const LONG_WAIT_POLLS: u64 = 4096;
 
-/// A progress turn at least this long did work, on an Open MPI whose
-/// progress engine does not say (4.1). An idle turn runs each transport's
-/// poll and returns in well under a microsecond; serving a peer's
-/// rendezvous (matching it and copying the message in) or a one-sided
-/// operation takes microseconds. A turn stretched by the scheduler counts
-/// too: that only keeps a waiter awake a while longer.
+/// A progress turn at least this long may have done work, on an Open MPI
+/// whose progress engine does not say (4.1): `Turn::TookLong`. An idle
+/// turn runs each transport's poll and returns in well under a
+/// microsecond (16-64 ns in nearly all turns of a sleeping waiter, 4.1.4
+/// on a VM); serving a peer's rendezvous (matching it and copying the
+/// message in) or a one-sided operation takes microseconds, and so does
+/// the engine's periodic poll of its event loop. A turn stretched by the
+/// scheduler counts too: that only keeps a waiter awake a while longer.
 pub const WORK_TURN: Duration = Duration::from_micros(2);
 
-/// Did a progress turn that took `took` do work (4.1's engine, which
-/// returns nothing)?
-pub fn turn_did_work(took: Duration) -> bool {
+/// Did a progress turn that took `took` take long (4.1's engine, which
+/// returns nothing: `Turn::TookLong`)?
+pub fn turn_took_long(took: Duration) -> bool {
     took >= WORK_TURN
 }
+
+/// Polls a `Sleep` waiter stays awake after a turn that took long
+/// (`Turn::TookLong`), where a counted turn keeps it awake for
+/// `LONG_WAIT_POLLS`: each of 4.1's periodic event-loop polls would
+/// otherwise keep it awake about as long as the period itself, and a
+/// waiter of a long wait took 17-40% of a CPU instead of sleeping (Open
+/// MPI 4.1.4, 3 ranks on 2 cores, a peer computing 1 s). A peer's next
+/// step that comes later waits out a sleep (`SLEEP_SLICE`) at most.
+pub const AWAKE_AFTER_LONG_TURN: u64 = 64;
 
 /// Longest sleep before a sleeping waiter turns MPI progress again.
 pub const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_micros(200);
@@ -138,8 +149,13 @@ fn bare_rounds(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
 /// What one turn of Open MPI's progress engine did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Turn {
-    /// It did work (5.0 and later count events; 4.1's turn took long).
+    /// It did work (5.0 and later count events).
     Worked,
+    /// It took long (`WORK_TURN`), on 4.1, whose engine does not count: it
+    /// did work, or it was one of the engine's periodic polls of its event
+    /// loop (about every 10 ms, each 2-30 µs on a VM), which the time does
+    /// not tell apart.
+    TookLong,
     /// Nothing that it could tell.
     Idle,
     /// Idle, and the engine would have yielded the core after it (4.1 with
@@ -456,8 +472,10 @@ fn wait_by_with<E>(
         }
         if policy.progress && rounds > policy.quiet {
             let turn = progress();
-            if turn == Turn::Worked {
-                awake_until = polls.saturating_add(LONG_WAIT_POLLS);
+            match turn {
+                Turn::Worked => awake_until = polls.saturating_add(LONG_WAIT_POLLS),
+                Turn::TookLong => awake_until = awake_until.max(polls.saturating_add(AWAKE_AFTER_LONG_TURN)),
+                Turn::Idle | Turn::IdleYield => {}
             }
             if done()? {
                 return Ok(());
@@ -870,6 +888,41 @@ mod tests {
         let (_, awake, naps) = run(Duration::ZERO, Duration::ZERO);
         assert_eq!((awake, naps), (1, 5), "no time to yield: the first round after the 3 sleeps");
         assert_eq!(YIELD_BEFORE_SLEEP, Duration::from_micros(50));
+    }
+
+    /// A sleeping waiter whose progress turn only took long (4.1) stays
+    /// awake for the next `AWAKE_AFTER_LONG_TURN` polls, not for
+    /// `LONG_WAIT_POLLS`: 4.1's periodic polls of its event loop would
+    /// otherwise keep it awake for good.
+    #[test]
+    fn a_long_turn_keeps_a_sleeper_awake_briefly() {
+        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
+        let need = 2 * (2 * LONG_WAIT_POLLS);
+        let rounds = need / 2;
+        let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
+        let r: Result<(), ()> = wait_by_with(
+            &Contention::new(),
+            || p,
+            0,
+            || {
+                polls += 1;
+                Ok(polls > need)
+            },
+            || {
+                turns += 1;
+                if turns == 10 {
+                    Turn::TookLong
+                } else {
+                    Turn::Idle
+                }
+            },
+            || naps += 1,
+            Duration::ZERO,
+        );
+        r.unwrap();
+        // As in the test below, with the rounds after the 10th turn awake
+        // for AWAKE_AFTER_LONG_TURN polls (one a round) instead.
+        assert_eq!(naps, rounds - u64::from(YIELDS_BEFORE_SLEEP) - AWAKE_AFTER_LONG_TURN, "{naps} in {rounds} rounds");
     }
 
     /// A sleeping waiter whose progress turn did work stays awake

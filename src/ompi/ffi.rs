@@ -43,7 +43,7 @@ pub const ERROR: i32 = -1;
 
 /// Turns Open MPI's progress engine once and says what it did: 5.0 and
 /// later return the number of events; 4.1 returns nothing, so there the
-/// turn's duration tells (`wait::turn_did_work`), timed on a turn without
+/// turn's duration tells (`wait::turn_took_long`), timed on a turn without
 /// the engine's own yield after an idle one (which would make every turn
 /// of an oversubscribed rank long); a short turn after which the engine
 /// would have yielded is `IdleYield`, and the waiter yields once it has
@@ -98,8 +98,8 @@ fn did_work<R: Events>(turn: impl FnOnce() -> R, unyielding: impl FnOnce() -> st
     }
     let since = std::time::Instant::now();
     let yields = unyielding();
-    if yields >= 0 && crate::wait::turn_did_work(since.elapsed()) {
-        Turn::Worked
+    if yields >= 0 && crate::wait::turn_took_long(since.elapsed()) {
+        Turn::TookLong
     } else if yields > 0 {
         Turn::IdleYield
     } else {
@@ -170,11 +170,11 @@ mod tests {
         assert_eq!(did_work(|| 3 as c_int, never), Turn::Worked);
     }
 
-    /// 4.1: a long turn did work, whether the engine would have yielded or
+    /// 4.1: a turn took long, whether the engine would have yielded or
     /// not; a turn run as usual (threads) says nothing, however long; the
     /// plain turn is never taken.
     #[test]
-    fn an_uncounted_turn_did_work_by_its_duration() {
+    fn an_uncounted_turn_is_judged_by_its_duration() {
         let never = || -> () { panic!("the plain turn where the engine does not count") };
         let long = |yields: c_int| {
             move || {
@@ -182,11 +182,11 @@ mod tests {
                 yields
             }
         };
-        assert_eq!(did_work(never, long(1)), Turn::Worked);
-        assert_eq!(did_work(never, long(0)), Turn::Worked);
+        assert_eq!(did_work(never, long(1)), Turn::TookLong);
+        assert_eq!(did_work(never, long(0)), Turn::TookLong);
         assert_eq!(did_work(never, long(-1)), Turn::Idle);
-        assert!(!crate::wait::turn_did_work(Duration::from_nanos(300)));
-        assert!(crate::wait::turn_did_work(crate::wait::WORK_TURN));
+        assert!(!crate::wait::turn_took_long(Duration::from_nanos(300)));
+        assert!(crate::wait::turn_took_long(crate::wait::WORK_TURN));
     }
 
     /// A short turn after which the engine would have yielded leaves that
