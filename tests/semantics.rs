@@ -854,3 +854,35 @@ fn sessions_without_mpi_init() {
     // Each of 4 ranks served 300 barriers on each of its 3 communicators.
     assert_eq!(job.stderr().matches("served 300 barriers with").count(), 12, "{}", job.dump());
 }
+
+/// Where ranks outnumber cores, a rank that waits long in a barrier (its
+/// peer computes for a second) sleeps and leaves the core to others: its
+/// thread uses a small part of the wait's CPU time, though a waiter yields
+/// for 50 µs before it sleeps (`wait::YIELD_BEFORE_SLEEP`). With `idle
+/// yield` the same waiters keep taking their turns on the cores, which the
+/// check must see.
+#[test]
+fn a_long_wait_of_shared_cores_sleeps() {
+    let np = cores() + 1;
+    let cpu_share = |idle: &str| -> Vec<f64> {
+        let mca = [("coll_hwbarr_algorithm", "counter"), ("coll_hwbarr_idle", idle)];
+        let job = mpirun(np, &mca, &[], &["idle", "1000"], 120);
+        assert!(job.ok(), "{idle}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("idle OK").count(), np, "{}", job.dump());
+        let share = |l: &str| {
+            let (_, rest) = l.split_once(": waited ")?;
+            let (waited, cpu) = rest.split_once(" us, cpu ")?;
+            Some(cpu.trim_end_matches(" us").parse::<f64>().ok()? / waited.parse::<f64>().ok()?)
+        };
+        let shares: Vec<f64> = job.stdout().lines().filter_map(share).collect();
+        assert_eq!(shares.len(), np - 1, "{}", job.dump());
+        shares
+    };
+    // `auto` is `sleep` here: ranks outnumber cores.
+    for idle in ["auto", "sleep"] {
+        let shares = cpu_share(idle);
+        assert!(shares.iter().all(|&s| s < 0.15), "{idle}: waiters' CPU per wall-clock time {shares:?}");
+    }
+    let shares = cpu_share("yield");
+    assert!(shares.iter().any(|&s| s > 0.2), "yield: waiters' CPU per wall-clock time {shares:?}");
+}

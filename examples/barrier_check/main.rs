@@ -23,12 +23,14 @@
 //! - `accept <iters>`, `connect <iters>`: two mpiruns join by MPI_Comm_accept/connect; checked barriers of every kind merged.
 //! - `sessions <iters>`: MPI Sessions without MPI_Init: checked barriers on communicators made from groups.
 //! - `first <iters>`: the first barrier on a fresh dup of the kind $HWBARR_FIRST names, then every kind in turn.
+//! - `idle <ms>`: rank 0 computes `ms` ms before a barrier; the others say how much CPU their wait used.
 
 mod absent;
 mod churn;
 mod connect;
 mod die;
 mod first;
+mod idle;
 mod intercomm;
 mod leak;
 mod lifecycle;
@@ -268,6 +270,7 @@ fn main() {
         "leak" => leak::run(&world, arg),
         "pvar" => pvar::run(&world, arg),
         "first" => first::run(&world, arg),
+        "idle" => idle::run(&world, arg),
         "overlap" => overlap::run(&world, arg),
         "absent" => absent::run(&world, arg),
         "lifecycle" => lifecycle::run(&world, arg),
