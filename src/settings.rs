@@ -191,8 +191,8 @@ impl Setting for Option<Idle> {
         },
         Choice {
             name: c"sleep",
-            help: "sleep on the barrier's shared word until the releasing rank wakes it - a futex; no system call \
-                   when nobody sleeps; while a barrier is in flight, progress passes (MPI_Wait, MPI_Test, any MPI call) \
+            help: "after 3 rounds and 50 us of sched_yield, sleep on the barrier's shared word until the releasing \
+                   rank wakes it - a futex; no system call when nobody sleeps; while a barrier is in flight, progress passes (MPI_Wait, MPI_Test, any MPI call) \
                    yield as with 'yield'",
             value: Some(Idle::Sleep),
         },

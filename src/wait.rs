@@ -387,10 +387,13 @@ pub fn wait_until(
 /// so that a peer's pending point-to-point traffic completes while we
 /// wait; see `Turn`; not in the policy's first `quiet` rounds), then
 /// yields the core or calls
-/// `sleep` as the policy says. A `Sleep` waiter whose progress did work
-/// yields instead of sleeping for the next `LONG_WAIT_POLLS` polls: a peer
-/// that needs its progress (a rendezvous, a one-sided operation it is the
-/// target of) takes its next step within a round, not after a sleep.
+/// `sleep` as the policy says: a `Sleep` waiter sleeps after its first
+/// `YIELDS_BEFORE_SLEEP` rounds and `YIELD_BEFORE_SLEEP` of yields. One
+/// whose progress did work yields instead of sleeping for the next
+/// `LONG_WAIT_POLLS` polls (`AWAKE_AFTER_LONG_TURN` after a 4.1 turn that
+/// only took long): a peer that needs its progress (a rendezvous, a
+/// one-sided operation it is the target of) takes its next step within a
+/// round, not after a sleep.
 pub fn try_wait_until<E>(
     policy: WaitPolicy,
     done: impl FnMut() -> Result<bool, E>,
@@ -442,7 +445,8 @@ fn wait_by_with<E>(
 ) -> Result<(), E> {
     let mut rounds = made;
     let mut polls = u64::from(made);
-    // Polls up to which a `Sleep` waiter stays awake after progress did work.
+    // Polls up to which a `Sleep` waiter stays awake after progress did
+    // work or took long.
     let mut awake_until = 0u64;
     // This wait counted against the finding's term.
     let mut counted = false;
@@ -896,33 +900,42 @@ mod tests {
     /// otherwise keep it awake for good.
     #[test]
     fn a_long_turn_keeps_a_sleeper_awake_briefly() {
-        let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
-        let need = 2 * (2 * LONG_WAIT_POLLS);
-        let rounds = need / 2;
-        let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
-        let r: Result<(), ()> = wait_by_with(
-            &Contention::new(),
-            || p,
-            0,
-            || {
-                polls += 1;
-                Ok(polls > need)
-            },
-            || {
-                turns += 1;
-                if turns == 10 {
-                    Turn::TookLong
-                } else {
-                    Turn::Idle
-                }
-            },
-            || naps += 1,
-            Duration::ZERO,
-        );
-        r.unwrap();
+        // Naps of a wait of 2 × 2 × LONG_WAIT_POLLS polls whose `turn(k)`-th
+        // progress turn went as it says.
+        let naps_with = |turn: fn(u64) -> Turn| {
+            let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
+            let need = 2 * (2 * LONG_WAIT_POLLS);
+            let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
+            let r: Result<(), ()> = wait_by_with(
+                &Contention::new(),
+                || p,
+                0,
+                || {
+                    polls += 1;
+                    Ok(polls > need)
+                },
+                || {
+                    turns += 1;
+                    turn(turns)
+                },
+                || naps += 1,
+                Duration::ZERO,
+            );
+            r.unwrap();
+            naps
+        };
+        let rounds = 2 * LONG_WAIT_POLLS;
+        let naps = naps_with(|k| if k == 10 { Turn::TookLong } else { Turn::Idle });
         // As in the test below, with the rounds after the 10th turn awake
         // for AWAKE_AFTER_LONG_TURN polls (one a round) instead.
         assert_eq!(naps, rounds - u64::from(YIELDS_BEFORE_SLEEP) - AWAKE_AFTER_LONG_TURN, "{naps} in {rounds} rounds");
+        // A long turn inside a counted turn's window does not shorten it.
+        let naps = naps_with(|k| match k {
+            10 => Turn::Worked,
+            20 => Turn::TookLong,
+            _ => Turn::Idle,
+        });
+        assert_eq!(naps, rounds - u64::from(YIELDS_BEFORE_SLEEP) - LONG_WAIT_POLLS, "{naps} in {rounds} rounds");
     }
 
     /// A sleeping waiter whose progress turn did work stays awake
