@@ -60,7 +60,7 @@ pub fn turn_took_long(took: Duration) -> bool {
 /// (`Turn::TookLong`), where a counted turn keeps it awake for
 /// `LONG_WAIT_POLLS`: each of 4.1's periodic event-loop polls would
 /// otherwise keep it awake about as long as the period itself, and a
-/// waiter of a long wait took 17-40% of a CPU instead of sleeping (Open
+/// waiter of a long wait took 17-41% of a CPU instead of sleeping (Open
 /// MPI 4.1.4, 3 ranks on 2 cores, a peer computing 1 s). A peer's next
 /// step that comes later waits out a sleep (`SLEEP_SLICE`) at most.
 pub const AWAKE_AFTER_LONG_TURN: u64 = 64;
