@@ -65,7 +65,10 @@ impl Place {
         let package = self.package.map_or("unknown".to_string(), |p| (p & !REPORTED_IDS).to_string());
         match (self.package, self.l3) {
             (None, None) => "none".to_string(),
-            (_, Some(d)) => format!("package {package}, NUMA node {}, L3 {}, by {numbering}", (d >> 16) & 0xff, d & 0xffff),
+            (_, Some(d)) => {
+                let (numa, l3) = domain_parts(d);
+                format!("package {package}, NUMA node {numa}, L3 {l3}, by {numbering}")
+            }
             (Some(_), None) => format!("package {package}, no one L3 domain, by {numbering}"),
         }
     }
@@ -227,6 +230,11 @@ fn place_of(status: &str, sysfs: &Path, running: Option<usize>) -> (Place, bool)
 /// alike, which would cost line transfers, never correctness.
 fn domain_id(package: u32, numa: u32, l3: u32) -> u32 {
     ((package & 0xff) << 24) | ((numa & 0xff) << 16) | (l3 & 0xffff)
+}
+
+/// The NUMA node and L3 kept in a `domain_id`.
+fn domain_parts(id: u32) -> (u32, u32) {
+    ((id >> 16) & 0xff, id & 0xffff)
 }
 
 /// This process's place from the binding Open MPI's runtime reports for

@@ -683,26 +683,7 @@ mod tests {
     #[test]
     fn a_wait_gives_a_core_found_shared_up() {
         // (progress turns, naps) of a wait released at its `need + 1`-th poll.
-        let run = |c: &Contention, p: WaitPolicy, need: u64| {
-            let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
-            let r: Result<(), ()> = wait_by_with(
-                c,
-                || p,
-                0,
-                || {
-                    polls += 1;
-                    Ok(polls > need)
-                },
-                || {
-                    turns += 1;
-                    Turn::Idle
-                },
-                || naps += 1,
-                Duration::ZERO,
-            );
-            r.unwrap();
-            (turns, naps)
-        };
+        let run = |c: &Contention, p: WaitPolicy, need: u64| counted_with(c, p, need, |_| Turn::Idle);
         let own = WaitPolicy::for_node(2, 2, false, -1, None);
         let shared = Contention::new();
         (0..3).for_each(|_| {
@@ -750,23 +731,29 @@ mod tests {
     /// (it holds at the next poll); `work(k)`: whether the k-th progress
     /// turn (from 1) did work. Returns (turns, naps).
     fn counted_wait(p: WaitPolicy, need: u64, mut work: impl FnMut(u64) -> bool) -> (u64, u64) {
+        counted_with(&CONTENTION, p, need, |k| if work(k) { Turn::Worked } else { Turn::Idle })
+    }
+
+    /// `counted_wait` with the finding `c`, the k-th progress turn going as
+    /// `turn(k)` says, and no time of yields before a sleep.
+    fn counted_with(c: &Contention, p: WaitPolicy, need: u64, mut turn: impl FnMut(u64) -> Turn) -> (u64, u64) {
         let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
-        wait_until(
-            p,
+        let r: Result<(), ()> = wait_by_with(
+            c,
+            || p,
+            0,
             || {
                 polls += 1;
-                polls > need
+                Ok(polls > need)
             },
             || {
                 turns += 1;
-                if work(turns) {
-                    Turn::Worked
-                } else {
-                    Turn::Idle
-                }
+                turn(turns)
             },
             || naps += 1,
+            Duration::ZERO,
         );
+        r.unwrap();
         assert_eq!(polls, need + 1, "the wait ends at the first poll that holds");
         (turns, naps)
     }
@@ -904,25 +891,7 @@ mod tests {
         // progress turn went as it says.
         let naps_with = |turn: fn(u64) -> Turn| {
             let p = WaitPolicy { spins: 1, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
-            let need = 2 * (2 * LONG_WAIT_POLLS);
-            let (mut polls, mut turns, mut naps) = (0u64, 0u64, 0u64);
-            let r: Result<(), ()> = wait_by_with(
-                &Contention::new(),
-                || p,
-                0,
-                || {
-                    polls += 1;
-                    Ok(polls > need)
-                },
-                || {
-                    turns += 1;
-                    turn(turns)
-                },
-                || naps += 1,
-                Duration::ZERO,
-            );
-            r.unwrap();
-            naps
+            counted_with(&Contention::new(), p, 2 * (2 * LONG_WAIT_POLLS), turn).1
         };
         let rounds = 2 * LONG_WAIT_POLLS;
         let naps = naps_with(|k| if k == 10 { Turn::TookLong } else { Turn::Idle });
