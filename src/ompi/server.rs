@@ -19,7 +19,7 @@ use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as 
 use crate::ompi::progress::{self, Advanced, Watched};
 use crate::ompi::probe::{self, Point};
 use crate::p2p::pml::Pml;
-use crate::wait::{self, WaitPolicy};
+use crate::wait::{self, StartWindow, WaitPolicy};
 
 /// Serves the barriers of one communicator: the blocking direct path, the
 /// express lane (one device barrier in flight, no lock) and the queue of
@@ -45,6 +45,9 @@ pub struct Server {
     /// Progress passes in a row that found nothing in flight (only the
     /// pass holding the progress list touches it).
     idle_passes: AtomicU32,
+    /// How this communicator's express starts poll before they leave the
+    /// release to progress.
+    start_window: StartWindow,
 }
 
 /// Progress passes a state with nothing in flight stays in the list: a
@@ -78,6 +81,7 @@ impl Server {
             express: Express::default(),
             watch: Watch::default(),
             idle_passes: AtomicU32::new(0),
+            start_window: StartWindow::default(),
         }
     }
 
@@ -126,8 +130,9 @@ impl Server {
 
     /// Starts the barrier of `req` in the express lane, if it may take it:
     /// a device route, nothing queued or in the lane, the communicator not
-    /// broken. Entered at once; completed here if already released, else
-    /// by progress. False: the caller queues it.
+    /// broken. Entered at once; completed here if released by then or
+    /// within the start's window of polls (`wait::StartWindow`), else by
+    /// progress. False: the caller queues it.
     pub(crate) fn start_express(&self, req: *mut Request) -> bool {
         let c = &self.comm;
         let Some(Route::Device(core)) = c.route() else { return false };
@@ -139,7 +144,8 @@ impl Server {
         let entered = c.failing(c.contained(|| {
             let t = device::arrive(c, core);
             probe::stamp(Point::Arrived);
-            Ok((t, device::released(c, t)?))
+            let done = device::released(c, t)? || self.start_window.poll(c.policy(), c.crowd(), || device::released(c, t))?;
+            Ok((t, done))
         }));
         match entered {
             Ok((t, false)) => {
