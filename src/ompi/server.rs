@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::barrier::{self, device, Op};
-use crate::comm::{Comm, Route};
+use crate::comm::{Comm, Core, Route};
 use crate::contention::Waiting;
 use crate::engine::{Outcome, Queue};
 use crate::express::{Express, Polled, Watch};
@@ -45,8 +45,13 @@ pub struct Server {
     /// Progress passes in a row that found nothing in flight (only the
     /// pass holding the progress list touches it).
     idle_passes: AtomicU32,
-    /// How this communicator's express starts poll before they leave the
-    /// release to progress.
+    /// How this communicator's express starts on the line core poll before
+    /// they leave the release to progress. Only there: the other cores'
+    /// barriers gained nothing from the polls (2 ranks, Open MPI 4.1.4,
+    /// persistent barriers bound apart), and the counter's MPI_Ibarrier
+    /// lost (0.32 against 0.35 µs unbound), where the line's persistent
+    /// barrier went from 0.21 to 0.18 µs (docs/benchmarks.md, "Persistent
+    /// barrier: a short window of polls in MPI_Start").
     start_window: StartWindow,
 }
 
@@ -144,7 +149,8 @@ impl Server {
         let entered = c.failing(c.contained(|| {
             let t = device::arrive(c, core);
             probe::stamp(Point::Arrived);
-            let done = device::released(c, t)? || self.start_window.poll(c.policy(), c.crowd(), || device::released(c, t))?;
+            let done = device::released(c, t)?
+                || (core == Core::Line && self.start_window.poll(c.policy(), c.crowd(), || device::released(c, t))?);
             Ok((t, done))
         }));
         match entered {
