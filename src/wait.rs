@@ -147,29 +147,38 @@ fn bare_rounds(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
 }
 
 /// Polls a nonblocking barrier (MPI_Ibarrier, a started persistent
-/// barrier) makes in its start, after its arrival, before it leaves the
-/// release to progress (`StartWindow`): a few cache-line transfers' time,
-/// about 0.25 µs on an Intel Xeon whose PAUSE takes 21 ns.
+/// barrier) whose rank keeps its core makes in its start, after its
+/// arrival, before it leaves the release to progress (`StartWindow`): a few
+/// cache-line transfers' time, about 0.25 µs on an Intel Xeon whose PAUSE
+/// takes 21 ns.
 pub const START_POLLS: u32 = 8;
 
-/// Most starts a communicator makes without polls after windows that saw
+/// Rounds of a yield and a poll that such a start makes instead where its
+/// rank gives its core up (`StartWindow`).
+pub const START_YIELDS: u32 = 1;
+
+/// Most starts a communicator makes without a window after windows that saw
 /// no release (`StartWindow`).
 pub const START_SKIP_MAX: u32 = 64;
 
-/// A communicator's record of the windows of polls its nonblocking starts
-/// made. A request waits in MPI_Wait by turning Open MPI's progress, which
-/// first returns from MPI_Start and enters MPI_Wait and the engine: where
-/// the peers arrive close behind, the release is seen that much later than
-/// a blocking barrier's polls see it, and a start that polls a few times
-/// first completes its request there (2 ranks on Open MPI 4.1.4: persistent
-/// barriers 0.21 µs each without, 0.15-0.18 µs with; docs/benchmarks.md,
-/// "Persistent barrier: a short window of polls in MPI_Start"). Where the
-/// peers come late, the case nonblocking barriers exist for, the window
-/// only costs: a window that sees no release has the next starts skip
-/// theirs, 1, 2, 4 ... up to `START_SKIP_MAX` of them, and one that sees it
-/// ends the skipping. Its polls follow the blocking barrier's first round
-/// (`first_round`): none for a waiter that gives its core up or a crowd of
-/// threads.
+/// A communicator's record of the windows its nonblocking starts made. A
+/// request waits in MPI_Wait by turning Open MPI's progress, which first
+/// returns from MPI_Start and enters MPI_Wait and the engine: where the
+/// peers arrive close behind, the release is seen that much later than a
+/// blocking barrier sees it. A start that first looks a little longer
+/// completes its request there, as the blocking barrier's first round and
+/// bare rounds would (`after_arrival`): a rank that keeps its core polls
+/// (`START_POLLS`; where the caller says polls pay), one that gives its
+/// core up yields it once to the peers it waits for and looks again
+/// (`START_YIELDS`). On Open MPI 4.1.4 (docs/benchmarks.md, "Nonblocking
+/// starts: a short window before progress"), 2 ranks' persistent barrier
+/// on the line core took 0.19 µs with the polls against 0.23 without, and
+/// 4 and 8 ranks on 2 cores 1.01-1.07x the blocking barrier with the
+/// yield against 1.09-1.19x. Where the peers come late, the case
+/// nonblocking barriers exist for, the window only costs: a window that
+/// sees no release has the next starts skip theirs, 1, 2, 4 ... up to
+/// `START_SKIP_MAX` of them, and one that sees it ends the skipping. A
+/// crowd of threads makes none.
 #[derive(Default)]
 pub struct StartWindow {
     /// Starts still to skip.
@@ -178,26 +187,56 @@ pub struct StartWindow {
     backoff: AtomicU32,
 }
 
+/// A start's window: its polls, or its rounds of a yield and a poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Window {
+    None,
+    Polls(u32),
+    Yields(u32),
+}
+
+impl Window {
+    /// The window of a start by `policy`; polls only if `polls_pay`.
+    fn of(policy: WaitPolicy, crowd: Option<Crowd>, polls_pay: bool) -> Window {
+        if crowd.is_some() {
+            Window::None
+        } else if policy.spins == 1 && !policy.keeps_core() {
+            Window::Yields(START_YIELDS)
+        } else {
+            match first_round(policy, crowd).min(START_POLLS) {
+                n if n > 0 && polls_pay => Window::Polls(n),
+                _ => Window::None,
+            }
+        }
+    }
+}
+
 impl StartWindow {
-    /// Polls `done` up to `START_POLLS` times, unless this start skips
-    /// (see above); true if it said released. An error of `done` ends it.
+    /// Looks at `done` through this start's window (see above), unless it
+    /// skips; true if it said released. An error of `done` ends it.
     pub fn poll<E>(
         &self,
         policy: WaitPolicy,
         crowd: Option<Crowd>,
+        polls_pay: bool,
         mut done: impl FnMut() -> Result<bool, E>,
     ) -> Result<bool, E> {
-        let polls = first_round(policy, crowd).min(START_POLLS);
-        if polls == 0 {
-            return Ok(false);
-        }
+        let (rounds, yields) = match Window::of(policy, crowd, polls_pay) {
+            Window::None => return Ok(false),
+            Window::Polls(n) => (n, false),
+            Window::Yields(n) => (n, true),
+        };
         let skip = self.skip.load(Relaxed);
         if skip > 0 {
             self.skip.store(skip - 1, Relaxed);
             return Ok(false);
         }
-        for _ in 0..polls {
-            std::hint::spin_loop();
+        for _ in 0..rounds {
+            if yields {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
             if done()? {
                 self.backoff.store(0, Relaxed);
                 return Ok(true);
@@ -1078,9 +1117,11 @@ mod tests {
         assert_eq!(run(own, None, Some((16, Err(())))), (Err(()), 16, None));
     }
 
-    /// A start's window of polls: at most `START_POLLS`, none where the
-    /// blocking barrier makes no first round; a window that sees no
-    /// release has the next 1, 2, 4 ... 64 starts skip theirs, one that
+    /// A start's window: at most `START_POLLS` polls where the rank keeps
+    /// its core (and polls pay), `START_YIELDS` rounds of a yield and a
+    /// poll where it gives its core up, none for a crowd of threads or a
+    /// rank that keeps its core but polls once a round; a window that sees
+    /// no release has the next 1, 2, 4 ... 64 starts skip theirs, one that
     /// sees it ends the skipping; an error ends a window as it is.
     #[test]
     fn a_start_polls_briefly_and_backs_off_while_peers_come_late() {
@@ -1090,7 +1131,7 @@ mod tests {
         // (outcome, polls made) of a start whose `at`-th poll gives `end`.
         let start = |w: &StartWindow, p: WaitPolicy, crowd: Option<Crowd>, end: Option<(u32, Result<bool, ()>)>| {
             let mut polls = 0u32;
-            let r = w.poll(p, crowd, || {
+            let r = w.poll(p, crowd, true, || {
                 polls += 1;
                 match end {
                     Some((at, r)) if at == polls => r,
@@ -1099,9 +1140,13 @@ mod tests {
             });
             (r, polls)
         };
-        for (p, c) in [(shared, None), (own, crowd), (WaitPolicy { spins: 1, ..own }, None)] {
+        for (p, c) in [(shared, crowd), (own, crowd), (WaitPolicy { spins: 1, ..own }, None)] {
             assert_eq!(start(&StartWindow::default(), p, c, None), (Ok(false), 0), "{p:?} {c:?}");
         }
+        assert_eq!(Window::of(own, None, false), Window::None, "polls only where they pay");
+        assert_eq!(Window::of(own, None, true), Window::Polls(START_POLLS));
+        assert_eq!(Window::of(shared, None, false), Window::Yields(START_YIELDS));
+        assert_eq!(start(&StartWindow::default(), shared, None, None), (Ok(false), START_YIELDS));
         let w = StartWindow::default();
         assert_eq!(start(&w, own, None, Some((3, Ok(true)))), (Ok(true), 3));
         assert_eq!(start(&w, own, None, Some((START_POLLS, Ok(true)))), (Ok(true), START_POLLS));

@@ -45,13 +45,14 @@ pub struct Server {
     /// Progress passes in a row that found nothing in flight (only the
     /// pass holding the progress list touches it).
     idle_passes: AtomicU32,
-    /// How this communicator's express starts on the line core poll before
-    /// they leave the release to progress. Only there: the other cores'
-    /// barriers gained nothing from the polls (2 ranks, Open MPI 4.1.4,
-    /// persistent barriers bound apart), and the counter's MPI_Ibarrier
-    /// lost (0.32 against 0.35 µs unbound), where the line's persistent
-    /// barrier went from 0.21 to 0.18 µs (docs/benchmarks.md, "Persistent
-    /// barrier: a short window of polls in MPI_Start").
+    /// How this communicator's express starts look for their release before
+    /// they leave it to progress (`wait::StartWindow`). Polls only on the
+    /// line core: the other cores' barriers gained nothing from them (2
+    /// ranks, Open MPI 4.1.4, persistent barriers bound apart), and the
+    /// counter's MPI_Ibarrier lost (0.32 against 0.35 µs unbound), where the
+    /// line's persistent barrier went from 0.23 to 0.19 µs
+    /// (docs/benchmarks.md, "Nonblocking starts: a short window before
+    /// progress"). The yield of a shared core paid on every core.
     start_window: StartWindow,
 }
 
@@ -149,8 +150,9 @@ impl Server {
         let entered = c.failing(c.contained(|| {
             let t = device::arrive(c, core);
             probe::stamp(Point::Arrived);
+            let polls_pay = core == Core::Line;
             let done = device::released(c, t)?
-                || (core == Core::Line && self.start_window.poll(c.policy(), c.crowd(), || device::released(c, t))?);
+                || self.start_window.poll(c.policy(), c.crowd(), polls_pay, || device::released(c, t))?;
             Ok((t, done))
         }));
         match entered {
