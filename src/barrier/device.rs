@@ -68,14 +68,23 @@ pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>,
 /// "Oversubscribed: the first rounds inlined").
 #[inline(always)]
 pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
-    let t = match core {
+    let t = enter(c, core);
+    wait::after_arrival(policy(c), c.crowd(), || released(c, t), |made| wait(c, t, made))
+}
+
+/// Enters a barrier on the device (`arrive`), with the line barrier's
+/// arrival, one store, inlined: the way from one barrier's release to the
+/// next arrival, blocking or started (docs/benchmarks.md, "The blocking
+/// barrier's own path").
+#[inline(always)]
+pub fn enter<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
+    match core {
         Core::Line => {
             let seg = c.segment().expect("device set up");
             line_arrive(seg, c.layout().expect("layout known before the device").me)
         }
         _ => arrive(c, core),
-    };
-    wait::after_arrival(policy(c), c.crowd(), || released(c, t), |made| wait(c, t, made))
+    }
 }
 
 /// The line barrier's arrival as rank `me` (`arrive`): a store to the

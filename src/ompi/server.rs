@@ -148,7 +148,7 @@ impl Server {
         // A panic here (a bug of hwbarr's) fails the communicator and
         // completes the request with the error (`Comm::contained`).
         let entered = c.failing(c.contained(|| {
-            let t = device::arrive(c, core);
+            let t = device::enter(c, core);
             probe::stamp(Point::Arrived);
             let polls_pay = core == Core::Line;
             let done = device::released(c, t)?
