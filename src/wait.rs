@@ -170,11 +170,11 @@ pub const START_SKIP_MAX: u32 = 64;
 /// bare rounds would (`after_arrival`): a rank that keeps its core polls
 /// (`START_POLLS`; where the caller says polls pay), one that gives its
 /// core up yields it once to the peers it waits for and looks again
-/// (`START_YIELDS`). On Open MPI 4.1.4 (docs/benchmarks.md, "Nonblocking
-/// starts: a short window before progress"), 2 ranks' persistent barrier
-/// on the line core took 0.19 µs with the polls against 0.23 without, and
-/// 4 and 8 ranks on 2 cores 1.01-1.07x the blocking barrier with the
-/// yield against 1.09-1.19x. Where the peers come late, the case
+/// (`START_YIELDS`). Measured (docs/benchmarks.md, "Nonblocking starts: a
+/// short window before progress"): 2 ranks' persistent barrier on the line
+/// core 0.18 µs against 0.21 without on Open MPI 4.1.4 (4% less on 5.0 and
+/// 6.0), and 4 and 8 ranks on 2 cores 1.07-1.13x the blocking barrier with
+/// the yield against 1.16-1.24x, on every line. Where the peers come late, the case
 /// nonblocking barriers exist for, the window only costs: a window that
 /// sees no release has the next starts skip theirs, 1, 2, 4 ... up to
 /// `START_SKIP_MAX` of them, and one that sees it ends the skipping. A
