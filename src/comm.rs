@@ -672,6 +672,14 @@ impl<P: P2p> Comm<P> {
         }
     }
 
+    /// At release, verbosity 2: a line about this rank's part of the
+    /// communicator, as the served line names it.
+    pub fn report_rank(&self, what: &str) {
+        if self.opts.verbose >= 2 {
+            report::verbose(2, &format!("rank {} of communicator cid {}: {what}", self.rank, self.cid));
+        }
+    }
+
     /// At release: the verbose line with the count of barriers served.
     pub fn report_served(&self) {
         let served = self.served();

@@ -185,6 +185,28 @@ pub struct StartWindow {
     skip: AtomicU32,
     /// The last skip set (0 after a window that saw the release).
     backoff: AtomicU32,
+    /// What the starts did, for the verbose report (`counts`).
+    made: AtomicU64,
+    seen: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// What a communicator's starts' windows did (`StartWindow::counts`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowCounts {
+    /// Windows made.
+    pub made: u64,
+    /// Windows that saw their release.
+    pub seen: u64,
+    /// Starts that skipped theirs after windows that saw none.
+    pub skipped: u64,
+}
+
+/// Adds one to a counter only its communicator's issuer writes (MPI orders
+/// a communicator's collectives): a plain load and store, no locked add on
+/// the start's path.
+fn bump(n: &AtomicU64) {
+    n.store(n.load(Relaxed) + 1, Relaxed);
 }
 
 /// A start's window: its polls, or its rounds of a yield and a poll.
@@ -229,8 +251,10 @@ impl StartWindow {
         let skip = self.skip.load(Relaxed);
         if skip > 0 {
             self.skip.store(skip - 1, Relaxed);
+            bump(&self.skipped);
             return Ok(false);
         }
+        bump(&self.made);
         for _ in 0..rounds {
             if yields {
                 std::thread::yield_now();
@@ -239,6 +263,7 @@ impl StartWindow {
             }
             if done()? {
                 self.backoff.store(0, Relaxed);
+                bump(&self.seen);
                 return Ok(true);
             }
         }
@@ -246,6 +271,15 @@ impl StartWindow {
         self.backoff.store(backoff, Relaxed);
         self.skip.store(backoff, Relaxed);
         Ok(false)
+    }
+
+    /// What the windows did so far.
+    pub fn counts(&self) -> WindowCounts {
+        WindowCounts {
+            made: self.made.load(Relaxed),
+            seen: self.seen.load(Relaxed),
+            skipped: self.skipped.load(Relaxed),
+        }
     }
 }
 
@@ -1161,10 +1195,19 @@ mod tests {
         assert_eq!(polls[..expected.len()], expected[..]);
         // A window that sees the release ends the skipping: the next miss
         // skips one start again.
-        while start(&w, own, None, Some((1, Ok(true)))) == (Ok(false), 0) {}
+        let mut skips_left = 0;
+        while start(&w, own, None, Some((1, Ok(true)))) == (Ok(false), 0) {
+            skips_left += 1;
+        }
         assert_eq!(start(&w, own, None, None), (Ok(false), START_POLLS));
         assert_eq!(start(&w, own, None, None), (Ok(false), 0));
         assert_eq!(start(&w, own, None, None), (Ok(false), START_POLLS));
+        // The counts of the verbose report: windows made (the 2 first, the
+        // 400 starts', the loop's last, 2 after), seen (3), skipped.
+        let windows = polls.iter().filter(|&&p| p > 0).count() as u64;
+        let c = w.counts();
+        assert_eq!(c, WindowCounts { made: 2 + windows + 1 + 2, seen: 3, skipped: 400 - windows + skips_left + 1 });
+        assert_eq!((windows, skips_left), (12, 59), "the backoff's sequence over 400 starts");
         let w = StartWindow::default();
         assert_eq!(start(&w, own, None, Some((2, Err(())))), (Err(()), 2));
         assert_eq!(start(&w, own, None, Some((1, Ok(true)))), (Ok(true), 1), "an error sets no skip");

@@ -577,6 +577,57 @@ fn persistent_barrier_semantics() {
     }
 }
 
+/// Each rank's report of its nonblocking starts' windows on the board's
+/// communicator (cid 3): (looked, saw, did not look), in rank order.
+fn start_windows(err: &str) -> Vec<(u64, u64, u64)> {
+    let mut v: Vec<(usize, (u64, u64, u64))> = err
+        .lines()
+        .filter_map(|l| {
+            let (head, rest) = l.split_once(" of communicator cid 3: nonblocking starts looked for their release ")?;
+            let n: Vec<u64> = rest.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+            Some((head.rsplit(' ').next()?.parse().ok()?, (n[0], n[1], n[2])))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, c)| c).collect()
+}
+
+/// Nonblocking starts look for their release before they leave it to
+/// progress (`wait::StartWindow`), as each rank reports at verbosity 2:
+/// 2 ranks on the line core in a tight loop of persistent starts see
+/// releases there; with random delays (peers late) starts also skip their
+/// look; 3 ranks on fewer cores look (a yield) on the counter too; 2 ranks
+/// on the counter with a core each do not look (polls do not pay there).
+#[test]
+fn nonblocking_starts_look_briefly_before_progress() {
+    let iters = 2000u64;
+    let only = ("HWBARR_PERSISTENT_ONLY", "1");
+    if cores() >= 2 {
+        let job = board_job_env(2, "line", "persistent", iters as u32, &[only, ("HWBARR_NO_DELAY", "1")]);
+        assert!(job.ok() && job.stdout().matches("persistent OK").count() == 2, "{}", job.dump());
+        let w = start_windows(&job.stderr());
+        assert_eq!(w.len(), 2, "{}", job.dump());
+        for &(looked, saw, skipped) in &w {
+            assert!(saw > 0 && saw <= looked && looked + skipped <= iters, "tight loop: {w:?}\n{}", job.dump());
+        }
+        let job = board_job_env(2, "line", "persistent", iters as u32, &[only]);
+        assert!(job.ok(), "{}", job.dump());
+        let w = start_windows(&job.stderr());
+        assert_eq!(w.len(), 2, "{}", job.dump());
+        assert!(w.iter().all(|&(l, s, k)| l > 0 && s <= l && l + k <= iters), "delays: {w:?}\n{}", job.dump());
+        assert!(w.iter().any(|&(_, _, k)| k > 0), "late peers make starts skip their look: {w:?}\n{}", job.dump());
+        let job = board_job_env(2, "counter", "persistent", 200, &[only]);
+        assert!(job.ok(), "{}", job.dump());
+        assert_eq!(start_windows(&job.stderr()), vec![], "{}", job.dump());
+    }
+    let np = cores() + 1;
+    let job = board_job_env(np, "counter", "persistent", 300, &[only]);
+    assert!(job.ok(), "{}", job.dump());
+    let w = start_windows(&job.stderr());
+    assert_eq!(w.len(), np, "{}", job.dump());
+    assert!(w.iter().all(|&(l, s, k)| l > 0 && s <= l && l + k <= 300), "shared cores: {w:?}\n{}", job.dump());
+}
+
 /// 100,000 non-blocking and persistent barriers: no segment, fd or memory
 /// left behind.
 #[test]

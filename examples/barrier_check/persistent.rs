@@ -1,7 +1,8 @@
 //! `persistent <iters>`: MPI(X)_Barrier_init + MPI_Start/MPI_Wait (or Test
 //! loops) with random delays, checked on the board; inactive and freed
 //! requests. With `HWBARR_PERSISTENT_ONLY` set, no blocking barrier
-//! between starts: every wait is Open MPI's (MPI_Wait, MPI_Test).
+//! between starts: every wait is Open MPI's (MPI_Wait, MPI_Test). With
+//! `HWBARR_NO_DELAY` set, no random delays: a tight loop of starts.
 
 use crate::*;
 
@@ -16,8 +17,11 @@ pub fn run(world: &SimpleCommunicator, iters: u64) {
     idle.free();
     let mut p = Raw::persistent(&t.comm);
     let only = std::env::var_os("HWBARR_PERSISTENT_ONLY").is_some();
+    let tight = std::env::var_os("HWBARR_NO_DELAY").is_some();
     for i in 0..iters {
-        rng.delay();
+        if !tight {
+            rng.delay();
+        }
         t.enter(&board, me);
         p.start();
         if i % 2 == 0 {

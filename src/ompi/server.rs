@@ -352,6 +352,14 @@ impl Drop for Server {
         // Progress's list no longer holds us (`hwbarr_module_state_drop`
         // takes us out before the state becomes ours to drop).
         self.comm.report_served();
+        let w = self.start_window.counts();
+        if w.made + w.skipped > 0 {
+            self.comm.report_rank(&format!(
+                "nonblocking starts looked for their release {} times before progress and saw it {} times; \
+                 {} starts did not look, after looks whose peers came late",
+                w.made, w.seen, w.skipped
+            ));
+        }
     }
 }
 
