@@ -49,7 +49,8 @@ pub struct Server {
     /// they leave it to progress (`wait::StartWindow`). Polls only on the
     /// line core: the other cores' barriers gained nothing from them (2
     /// ranks, Open MPI 4.1.4, persistent barriers bound apart), and the
-    /// counter's MPI_Ibarrier lost (0.32 against 0.35 µs unbound), where the
+    /// counter's MPI_Ibarrier lost (0.35 µs with them, 0.32 without,
+    /// unbound), where the
     /// line's persistent barrier went from 0.23 to 0.19 µs
     /// (docs/benchmarks.md, "Nonblocking starts: a short window before
     /// progress"). The yield of a shared core paid on every core.
