@@ -672,8 +672,8 @@ impl<P: P2p> Comm<P> {
         }
     }
 
-    /// At release, verbosity 2: a line about this rank's part of the
-    /// communicator, as the served line names it.
+    /// At verbosity 2: a line about this rank's part of the communicator,
+    /// named as the served line and the start windows' report name it.
     pub fn report_rank(&self, what: &str) {
         if self.opts.verbose >= 2 {
             report::verbose(2, &format!("rank {} of communicator cid {}: {what}", self.rank, self.cid));
@@ -704,10 +704,7 @@ impl<P: P2p> Comm<P> {
                 }
                 _ => self.algorithm().to_string(),
             };
-            report::verbose(2, &format!(
-                "rank {} of communicator cid {}: served {} barriers with {alg}",
-                self.rank, self.cid, served
-            ));
+            self.report_rank(&format!("served {served} barriers with {alg}"));
         }
     }
 }

@@ -139,11 +139,17 @@ fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
 /// from its first poll); never more than the rounds it yields before it
 /// may sleep, which a bare round could not tell.
 fn bare_rounds(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
-    if crowd.is_none() && policy.spins == 1 && !policy.keeps_core() {
+    if crowd.is_none() && yields_each_round(policy) {
         policy.quiet.min(YIELDS_BEFORE_SLEEP)
     } else {
         0
     }
+}
+
+/// Does a waiter by `policy` poll once a round and give its core up after
+/// each (the bare rounds' and the start window's yielding waiter)?
+fn yields_each_round(policy: WaitPolicy) -> bool {
+    policy.spins == 1 && !policy.keeps_core()
 }
 
 /// Polls a nonblocking barrier (MPI_Ibarrier, a started persistent
@@ -174,9 +180,9 @@ pub const START_SKIP_MAX: u32 = 64;
 /// short window before progress"): 2 ranks' persistent barrier on the line
 /// core 0.18 µs against 0.21 without on Open MPI 4.1.4 (4% less on 5.0 and
 /// 6.0), and 4 and 8 ranks on 2 cores 1.07-1.13x the blocking barrier with
-/// the yield against 1.16-1.24x, on every line. Where the peers come late, the case
-/// nonblocking barriers exist for, the window only costs: a window that
-/// sees no release has the next starts skip theirs, 1, 2, 4 ... up to
+/// the yield against 1.16-1.24x, on every line. Where the peers come late,
+/// the case nonblocking barriers exist for, the window only costs: a window
+/// that sees no release has the next starts skip theirs, 1, 2, 4 ... up to
 /// `START_SKIP_MAX` of them, and one that sees it ends the skipping. A
 /// crowd of threads makes none.
 #[derive(Default)]
@@ -222,7 +228,7 @@ impl Window {
     fn of(policy: WaitPolicy, crowd: Option<Crowd>, polls_pay: bool) -> Window {
         if crowd.is_some() {
             Window::None
-        } else if policy.spins == 1 && !policy.keeps_core() {
+        } else if yields_each_round(policy) {
             Window::Yields(START_YIELDS)
         } else {
             match first_round(policy, crowd).min(START_POLLS) {

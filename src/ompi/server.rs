@@ -50,10 +50,9 @@ pub struct Server {
     /// line core: the other cores' barriers gained nothing from them (2
     /// ranks, Open MPI 4.1.4, persistent barriers bound apart), and the
     /// counter's MPI_Ibarrier lost (0.35 µs with them, 0.32 without,
-    /// unbound), where the
-    /// line's persistent barrier went from 0.23 to 0.19 µs
-    /// (docs/benchmarks.md, "Nonblocking starts: a short window before
-    /// progress"). The yield of a shared core paid on every core.
+    /// unbound), where the line's persistent barrier went from 0.23 to
+    /// 0.19 µs (docs/benchmarks.md, "Nonblocking starts: a short window
+    /// before progress"). The yield of a shared core paid on every core.
     start_window: StartWindow,
 }
 
@@ -138,8 +137,7 @@ impl Server {
     /// Starts the barrier of `req` in the express lane, if it may take it:
     /// a device route, nothing queued or in the lane, the communicator not
     /// broken. Entered at once; completed here if released by then or
-    /// within the start's window of polls (`wait::StartWindow`), else by
-    /// progress. False: the caller queues it.
+    /// within the start's window (`wait::StartWindow`), else by progress. False: the caller queues it.
     pub(crate) fn start_express(&self, req: *mut Request) -> bool {
         let c = &self.comm;
         let Some(Route::Device(core)) = c.route() else { return false };
