@@ -107,6 +107,19 @@ pub fn after_arrival<E>(
         }
         std::hint::spin_loop();
     }
+    after_first_round(policy, crowd, done, rest)
+}
+
+/// `after_arrival` from the end of its first round on: the bare rounds,
+/// then `rest`. For a wait whose first round was made apart (MPI_Barrier's
+/// line path, `barrier::device::line_barrier`).
+#[inline(always)]
+pub fn after_first_round<E>(
+    policy: WaitPolicy,
+    crowd: Option<Crowd>,
+    mut done: impl FnMut() -> Result<bool, E>,
+    rest: impl FnOnce(u32) -> Result<(), E>,
+) -> Result<(), E> {
     let bare = bare_rounds(policy, crowd);
     for _ in 0..bare {
         if done()? {
@@ -124,7 +137,7 @@ pub fn after_arrival<E>(
 /// that polls once a round (a shared core, or `spin` 1): one more poll
 /// before its round only delays the hand-off or the progress turn. The
 /// loop then starts afresh.
-fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
+pub fn first_round(policy: WaitPolicy, crowd: Option<Crowd>) -> u32 {
     if crowd.is_some() || policy.spins <= 1 {
         0
     } else {

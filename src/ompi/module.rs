@@ -84,23 +84,19 @@ unsafe extern "C" fn disable(module: *mut Module, comm: *mut Comm) -> c_int {
 unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
     // SAFETY: Open MPI calls this with the module it selected: ours.
     let st = unsafe { state(module) };
-    // One containment on this path, not `guard` around it: with a second
+    // The line core's barrier first, outside any containment: it cannot
+    // panic, and at 2 ranks each instruction between a release and the
+    // next arrival counts (`Server::line_barrier`). Every other barrier
+    // runs under one containment, not `guard` around it: with a second
     // one nested hwbarr's barrier read about 1.18x the floor at 8 ranks on
     // 2 cores, with one about 1.13x (docs/benchmarks.md, "MPI_Barrier's
     // entry: one panic containment, not two"). A panic on the device's
     // direct path (outside `Comm::contained`) fails the communicator, so
     // that the other ranks are told.
-    report::contain(|| "MPI_Barrier".into(), || st.barrier()).unwrap_or_else(|| barrier_panicked(st))
-}
-
-/// After a panic in MPI_Barrier: fails the communicator, contained too.
-#[cold]
-#[inline(never)]
-fn barrier_panicked(st: &Server) -> c_int {
-    guard("MPI_Barrier's failure", ffi::ERROR, || {
-        st.comm.fail(ffi::ERROR);
-        ffi::ERROR
-    })
+    if let Some(rc) = st.line_barrier() {
+        return rc;
+    }
+    report::contain(|| "MPI_Barrier".into(), || st.barrier()).unwrap_or_else(|| st.barrier_panicked())
 }
 
 /// MPI_Ibarrier.

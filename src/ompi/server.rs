@@ -18,6 +18,7 @@ use crate::express::{Express, Polled, Watch};
 use crate::ompi::ffi::{self, ompi_communicator_t as OmpiComm, ompi_request_t as Request, Module};
 use crate::ompi::progress::{self, Advanced, Watched};
 use crate::ompi::probe::{self, Point};
+use crate::ompi::report;
 use crate::p2p::pml::Pml;
 use crate::wait::{self, StartWindow, WaitPolicy};
 
@@ -241,6 +242,66 @@ impl Server {
         };
         probe::stamp(Point::BarrierOut);
         rc
+    }
+
+    /// MPI_Barrier on the line core with nothing in flight
+    /// (`device::line_barrier`); None, with nothing done, on any other
+    /// route, a broken communicator or barriers in flight. Runs outside
+    /// the panic containment (it cannot panic); a barrier its first polls
+    /// did not see released goes on in `line_wait`, contained. Not in a
+    /// build with fault injection, whose faults fire on the contained path
+    /// (`barrier`).
+    #[inline(always)]
+    pub fn line_barrier(&self) -> Option<c_int> {
+        let c = &self.comm;
+        if cfg!(feature = "fault-injection")
+            || c.route() != Some(Route::Device(Core::Line))
+            || c.broken().is_some()
+            || !self.express.idle(&self.queued)
+        {
+            return None;
+        }
+        probe::stamp(Point::BarrierIn);
+        Some(match device::line_barrier(c)? {
+            Ok(()) => {
+                c.count_served();
+                probe::stamp(Point::BarrierOut);
+                ffi::SUCCESS
+            }
+            Err(t) => self.line_wait(t),
+        })
+    }
+
+    /// The rest of a line barrier whose first polls (`line_barrier`) did
+    /// not see it released (`device::line_rest`), contained: then counted,
+    /// or the communicator failed, as `barrier` does. Out of line: the
+    /// fast path stays short.
+    #[inline(never)]
+    fn line_wait(&self, t: device::Ticket) -> c_int {
+        let c = &self.comm;
+        let rc = report::contain(
+            || "MPI_Barrier".into(),
+            || {
+                let r = c.failing(device::line_rest(c, t));
+                if r.is_ok() {
+                    c.count_served();
+                }
+                code(r)
+            },
+        )
+        .unwrap_or_else(|| self.barrier_panicked());
+        probe::stamp(Point::BarrierOut);
+        rc
+    }
+
+    /// After a panic in MPI_Barrier: fails the communicator, contained too.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn barrier_panicked(&self) -> c_int {
+        report::guard("MPI_Barrier's failure", ffi::ERROR, || {
+            self.comm.fail(ffi::ERROR);
+            ffi::ERROR
+        })
     }
 
     /// MPI_Barrier behind barriers in flight (queued, or in the express
