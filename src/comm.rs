@@ -21,7 +21,7 @@ use crate::p2p::{self, P2p, ERROR};
 use crate::settings::Algorithm;
 use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
-use crate::wait::{Crowd, PolicyFacts, WaitPolicy};
+use crate::wait::{self, Crowd, PolicyFacts, WaitPolicy};
 
 /// The barriers of the shared-memory device (`core`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,7 +172,7 @@ pub struct Comm<P: P2p> {
     /// afterwards, read without locks.
     seg: OnceLock<Segment>,
     /// Set once the ranks agree; None while the first exchange runs.
-    route: OnceLock<Route>,
+    route: OnceLock<Routed>,
     /// The first error a barrier on this communicator returned (0: none).
     /// After one, ranks may be out of step (requests left posted), so every
     /// later barrier fails with it instead of mismatching messages.
@@ -185,6 +185,17 @@ pub struct Comm<P: P2p> {
     later_notice: Arc<AtomicBool>,
     served: AtomicU64,
     served_async: AtomicU64,
+}
+
+/// The agreed route, and the first polls of MPI_Barrier's line path
+/// (`barrier::device::line_barrier`; 0: it does not take it): that path is
+/// for the line core one node wide where a waiter polls before its general
+/// loop (`wait::first_round`). Set together and read from one place, so
+/// that the line path's one check before an arrival touches no other line.
+#[derive(Clone, Copy, Debug)]
+struct Routed {
+    route: Route,
+    line_polls: u32,
 }
 
 impl<P: P2p> Comm<P> {
@@ -271,7 +282,7 @@ impl<P: P2p> Comm<P> {
 
     /// The agreed route; None while the first exchange runs.
     pub fn route(&self) -> Option<Route> {
-        self.route.get().copied()
+        self.route.get().map(|r| r.route)
     }
 
     /// The algorithm this rank runs: the agreed one, or until then its own
@@ -567,7 +578,24 @@ impl<P: P2p> Comm<P> {
                 Route::Linear { fallback: false }
             }
         };
-        let _ = self.route.set(route);
+        self.set_route(route);
+    }
+
+    /// Sets the agreed route, with MPI_Barrier's line path where it takes
+    /// it (`Routed`).
+    fn set_route(&self, route: Route) {
+        let line_polls = match route {
+            Route::Device(Core::Line) => wait::first_round(self.policy().on_device(), self.crowd()),
+            _ => 0,
+        };
+        let _ = self.route.set(Routed { route, line_polls });
+    }
+
+    /// The first polls of MPI_Barrier's line path, if it takes it
+    /// (`Routed`).
+    #[inline]
+    pub fn line_polls(&self) -> Option<u32> {
+        self.route.get().map(|r| r.line_polls).filter(|&n| n > 0)
     }
 
     /// Verbose level 1, from rank 0: rank 0 asked for the linear barrier, so
@@ -617,7 +645,7 @@ impl<P: P2p> Comm<P> {
                 Route::Linear { fallback: false }
             }
         };
-        let _ = self.route.set(route);
+        self.set_route(route);
     }
 
     /// Multi-node, first barrier: our node's device is set up (`Some(Ok)`),

@@ -79,22 +79,22 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
 /// both ranks. The line barrier's period climbs steeply with that gap
 /// (docs/benchmarks.md, "MPI_Barrier's line path: nothing between a
 /// release and the next arrival"), so this is that path and nothing else:
-/// the arrival, then the first polls (`wait::first_round`, counted after
-/// the arrival, in its shadow), each followed by a PAUSE.
+/// the arrival, then `polls` polls (`Comm::line_polls`, the first round of
+/// `wait::after_arrival`), each followed by a PAUSE.
 ///
 /// `None`: no device or layout yet, nothing done. `Some(Ok(()))`: released
 /// within the first polls. `Some(Err(t))`: entered, not released yet; the
 /// caller goes on with `line_rest`. No `expect` and no index that can
 /// fail: MPI_Barrier runs it outside its panic containment.
 #[inline(always)]
-pub fn line_barrier<P: P2p>(c: &Comm<P>) -> Option<Result<(), Ticket>> {
+pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket>> {
     let (seg, t) = (c.segment()?, c.layout()?);
     let wires = seg.line_wires();
     if t.me >= wires.len() {
         return None;
     }
     let count = line::arrive(wires, t.me, seg.line_mine());
-    for _ in 0..wait::first_round(policy(c), c.crowd()) {
+    for _ in 0..polls {
         if line::is_released(wires, count) {
             sleep::line_wake(&FUTEX, wires, seg.doorbell());
             return Some(Ok(()));
@@ -405,11 +405,12 @@ mod tests {
     }
 
     /// MPI_Barrier's line path (`line_barrier`, then `line_rest` for a
-    /// barrier its first polls did not see released): no rank leaves
-    /// barrier k before every rank entered it, over the counts' wrap, where
-    /// ranks keep their core (first polls) and where they give it up (no
-    /// polls: the bare rounds, then the loop); each rank is late now and
-    /// then, so that both endings occur where there are polls.
+    /// barrier its first polls did not see released): taken on the line
+    /// core where ranks keep their cores (`Comm::line_polls`), not where
+    /// they give them up; no rank leaves barrier k before every rank
+    /// entered it, over the counts' wrap, with the communicator's first
+    /// polls and with one; each rank is late now and then, so that both
+    /// endings occur.
     #[test]
     fn the_line_path_never_leaves_early_and_ends_both_ways() {
         use crate::comm::{Options, Route};
@@ -420,56 +421,59 @@ mod tests {
         const BARRIERS: usize = 300;
         let own = Options::for_tests(Algorithm::Line, None).policy;
         let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Yield, quiet: 0, adapts: false };
-        assert!(wait::first_round(own.on_device(), None) > 0 && wait::first_round(shared.on_device(), None) == 0);
-        for (name, p) in [("own core", own), ("shared core", shared)] {
+        for (p, few) in [(own, false), (own, true), (shared, false)] {
             for n in [2usize, 3] {
                 let entered = Arc::new(AtomicUsize::new(0));
                 let (tx, rx) = std::sync::mpsc::channel();
                 std::thread::spawn(move || {
                     let _ = tx.send(mem::run(mem::network(&vec!["a"; n]), move |ep| {
-                    let r = ep.rank();
-                    let opts = Options { policy: p, ..Options::for_tests(Algorithm::Line, None) };
-                    let c = Comm::new(ep, r, n as c_int, 3, false, opts);
-                    let mut op = crate::barrier::Op::start(&c, None).unwrap();
-                    while !op.poll(&c).unwrap() {
-                        std::thread::yield_now();
-                    }
-                    assert_eq!(c.route(), Some(Route::Device(Core::Line)));
-                    let (mut fast, mut rest, mut early) = (0, 0, Vec::new());
-                    for k in 0..BARRIERS {
-                        if (k + r as usize).is_multiple_of(7) {
-                            std::thread::sleep(std::time::Duration::from_micros(200));
+                        let r = ep.rank();
+                        let opts = Options { policy: p, ..Options::for_tests(Algorithm::Line, None) };
+                        let c = Comm::new(ep, r, n as c_int, 3, false, opts);
+                        let mut op = crate::barrier::Op::start(&c, None).unwrap();
+                        while !op.poll(&c).unwrap() {
+                            std::thread::yield_now();
                         }
-                        entered.fetch_add(1, SeqCst);
-                        match line_barrier(&c).expect("a device") {
-                            Ok(()) => fast += 1,
-                            Err(t) => {
-                                line_rest(&c, t).unwrap();
-                                rest += 1;
+                        assert_eq!(c.route(), Some(Route::Device(Core::Line)));
+                        let polls = c.line_polls()?;
+                        let polls = if few { 1 } else { polls };
+                        let (mut fast, mut rest, mut early) = (0, 0, Vec::new());
+                        for k in 0..BARRIERS {
+                            if (k + r as usize).is_multiple_of(7) {
+                                std::thread::sleep(std::time::Duration::from_micros(200));
+                            }
+                            entered.fetch_add(1, SeqCst);
+                            match line_barrier(&c, polls).expect("a device") {
+                                Ok(()) => fast += 1,
+                                Err(t) => {
+                                    line_rest(&c, t).unwrap();
+                                    rest += 1;
+                                }
+                            }
+                            // Noted, not asserted here: the other ranks would
+                            // wait for this one for ever.
+                            let e = entered.load(SeqCst);
+                            if e < n * (k + 1) {
+                                early.push((k, e));
                             }
                         }
-                        // Noted, not asserted here: the other ranks would
-                        // wait for this one for ever.
-                        let e = entered.load(SeqCst);
-                        if e < n * (k + 1) {
-                            early.push((k, e));
-                        }
-                    }
-                    (fast, rest, early)
+                        Some((polls, fast, rest, early))
                     }));
                 });
                 // A rank that left early may strand the others: a hang fails too.
-                let out = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| panic!("{name}, {n} ranks: hung"));
-                for (r, (fast, rest, early)) in out.iter().enumerate() {
-                    assert!(early.is_empty(), "{name}, {n} ranks: rank {r} left early {} times, first (barrier, entries seen) {:?}", early.len(), &early[..early.len().min(4)]);
+                let what = format!("spins {}, {n} ranks{}", p.spins, if few { ", one poll" } else { "" });
+                let out = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| panic!("{what}: hung"));
+                for (r, seen) in out.into_iter().enumerate() {
+                    let Some((polls, fast, rest, early)) = seen else {
+                        assert_eq!(p.spins, 1, "{what}: rank {r} does not take the line path");
+                        continue;
+                    };
+                    assert!(p.spins > 1, "{what}: rank {r} takes the line path on a shared core");
+                    assert_eq!(polls, if few { 1 } else { wait::first_round(p.on_device(), None) });
+                    assert!(early.is_empty(), "{what}: rank {r} left early {} times, first (barrier, entries seen) {:?}", early.len(), &early[..early.len().min(4)]);
                     assert_eq!(fast + rest, BARRIERS);
-                    let (fast, rest) = (*fast, *rest);
-                    if p.spins > 1 {
-                        assert!(rest > 0, "{name}, {n} ranks: rank {r} never waited past its first polls");
-                        assert!(n > 2 || fast > 0, "{name}: rank {r} never released within its first polls");
-                    } else {
-                        assert_eq!(fast, 0, "{name}, {n} ranks: rank {r} polled without a first round");
-                    }
+                    assert!(rest > 0, "{what}: rank {r} never waited past its first polls");
+                    assert!(n > 2 || fast > 0, "{what}: rank {r} never released within its first polls");
                 }
             }
         }

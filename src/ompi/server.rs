@@ -245,8 +245,10 @@ impl Server {
     }
 
     /// MPI_Barrier on the line core with nothing in flight
-    /// (`device::line_barrier`); None, with nothing done, on any other
-    /// route, a broken communicator or barriers in flight. Runs outside
+    /// (`device::line_barrier`); None, with nothing done, where it does not
+    /// take that path (`Comm::line_polls`: another route, or waiters that
+    /// give their cores up), on a broken communicator or with barriers in
+    /// flight. Runs outside
     /// the panic containment (it cannot panic); a barrier its first polls
     /// did not see released goes on in `line_wait`, contained. Not in a
     /// build with fault injection, whose faults fire on the contained path
@@ -254,15 +256,12 @@ impl Server {
     #[inline(always)]
     pub fn line_barrier(&self) -> Option<c_int> {
         let c = &self.comm;
-        if cfg!(feature = "fault-injection")
-            || c.route() != Some(Route::Device(Core::Line))
-            || c.broken().is_some()
-            || !self.express.idle(&self.queued)
-        {
+        let polls = c.line_polls()?;
+        if cfg!(feature = "fault-injection") || c.broken().is_some() || !self.express.idle(&self.queued) {
             return None;
         }
         probe::stamp(Point::BarrierIn);
-        Some(match device::line_barrier(c)? {
+        Some(match device::line_barrier(c, polls)? {
             Ok(()) => {
                 c.count_served();
                 probe::stamp(Point::BarrierOut);
