@@ -1,0 +1,96 @@
+//! The line barrier's period against the gap between a release and the
+//! next arrival: two plain processes (no MPI), bound to cpus 0 and 1, run
+//! hwbarr's line core (`core::line`) on the candidate line its trial picks
+//! (`shm::line_pick`), and between leaving one barrier and entering the
+//! next each does `gap` ns of work (a chain of dependent multiply-adds,
+//! timed here first). In MPI that gap is the way out of MPI_Barrier, the
+//! program's own loop and the way back in: the path MPI_Barrier's line
+//! path keeps short (`barrier::device::line_barrier`; docs/benchmarks.md,
+//! "MPI_Barrier's line path").
+//!
+//! Usage: line_gap [iters] [gap_ns...] (default 300000 barriers per gap;
+//! gaps 0 5 10 15 20 30 40 60 100). Each gap is measured in `PASSES`
+//! passes over all gaps; prints per gap `gap_ns=<asked> work_ns=<as done>
+//! period_ns=<median of passes> min_ns=<fastest pass>`.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::Instant;
+
+use mca_coll_hwbarr::core::line;
+use mca_coll_hwbarr::shm::line_pick::LinePick;
+use mca_coll_hwbarr::shm::segment::{Segment, LINE_SLOTS};
+
+#[path = "support/forked.rs"]
+mod forked;
+use forked::{in_children_on, shared};
+
+/// Passes over all gaps; each gap's period is the median of its passes.
+const PASSES: usize = 3;
+
+/// `steps` dependent multiply-adds: work that keeps the core busy and
+/// touches no memory.
+#[inline(never)]
+fn work(steps: u64, x: &mut u64) {
+    for i in 0..steps {
+        *x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+    }
+}
+
+/// ns per step of `work`, on this cpu now.
+fn ns_per_step() -> f64 {
+    let (mut x, steps, reps) = (1u64, 1000u64, 2000u32);
+    work(steps, &mut x);
+    let t0 = Instant::now();
+    for _ in 0..reps {
+        work(steps, &mut x);
+    }
+    t0.elapsed().as_secs_f64() * 1e9 / (f64::from(reps) * steps as f64)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let iters: usize = args.next().map(|s| s.parse().expect("iters: a count")).unwrap_or(300_000);
+    let mut gaps: Vec<f64> = args.map(|s| s.parse().expect("gap: ns")).collect();
+    if gaps.is_empty() {
+        gaps = vec![0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 100.0];
+    }
+    let unit = ns_per_step();
+    let steps: Vec<u64> = gaps.iter().map(|g| (g / unit).round() as u64).collect();
+    let seg = Segment::create(2, 1).expect("a shared-memory segment");
+    // Rank 0's ps per barrier, per pass and gap.
+    let out = shared::<AtomicU64>(PASSES * gaps.len());
+    in_children_on(2, Some(2), |r| {
+        let mut pick = LinePick::new(r, LINE_SLOTS, mca_coll_hwbarr::wait::now_ns);
+        let picked = loop {
+            if let Some(p) = pick.poll(&seg).expect("no failure") {
+                break p;
+            }
+        };
+        let wires = seg.line_candidate(picked.slot);
+        let mine = AtomicU8::new(picked.count);
+        let mut x = 1u64;
+        for pass in 0..PASSES {
+            for (i, &n) in steps.iter().enumerate() {
+                let t0 = Instant::now();
+                for _ in 0..iters {
+                    let c = line::arrive(wires, r, &mine);
+                    while !line::is_released(wires, c) {
+                        std::hint::spin_loop();
+                    }
+                    work(n, &mut x);
+                }
+                if r == 0 {
+                    let ps = t0.elapsed().as_secs_f64() * 1e12 / iters as f64;
+                    out[pass * gaps.len() + i].store(ps as u64, Ordering::Relaxed);
+                }
+            }
+        }
+        std::hint::black_box(x);
+    });
+    for (i, g) in gaps.iter().enumerate() {
+        let mut p: Vec<f64> =
+            (0..PASSES).map(|pass| out[pass * gaps.len() + i].load(Ordering::Relaxed) as f64 / 1e3).collect();
+        p.sort_by(f64::total_cmp);
+        println!("gap_ns={g} work_ns={:.1} period_ns={:.1} min_ns={:.1}", steps[i] as f64 * unit, p[PASSES / 2], p[0]);
+    }
+}
