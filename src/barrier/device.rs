@@ -104,6 +104,16 @@ pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket
     Some(Err(Ticket::Line(count)))
 }
 
+/// The line barrier's arrival alone, for a start (MPI_Start's line path,
+/// `Server::line_start`): `enter` without an `expect`; None, with nothing
+/// done, if the device or the layout is not there.
+#[inline(always)]
+pub fn line_enter<P: P2p>(c: &Comm<P>) -> Option<Ticket> {
+    let (seg, t) = (c.segment()?, c.layout()?);
+    let wires = seg.line_wires();
+    (t.me < wires.len()).then(|| Ticket::Line(line::arrive(wires, t.me, seg.line_mine())))
+}
+
 /// The rest of a barrier that `line_barrier` entered and did not see
 /// released in its first polls: the wait `barrier` goes on with after them
 /// (`wait::after_first_round`).

@@ -147,16 +147,54 @@ impl Server {
         }
         // A panic here (a bug of hwbarr's) fails the communicator and
         // completes the request with the error (`Comm::contained`).
-        let entered = c.failing(c.contained(|| {
-            let t = device::enter(c, core);
-            probe::stamp(Point::Arrived);
-            let polls_pay = core == Core::Line;
-            let done = device::released(c, t)?
-                || self.start_window.poll(c.policy(), c.crowd(), polls_pay, || device::released(c, t))?;
-            Ok((t, done))
+        match c.failing(c.contained(|| Ok(device::enter(c, core)))) {
+            Ok(t) => self.express_entered(req, core, t),
+            Err(rc) => self.finish_express(req, Err(rc), Finisher::Issuer),
+        }
+        true
+    }
+
+    /// MPI_Start of a persistent barrier on the line core, where its ranks
+    /// keep their cores, with nothing in flight: as `start_express`, with
+    /// the arrival first, before the request's activation and any
+    /// bookkeeping (as MPI_Barrier's line path, `line_barrier`). None, with
+    /// nothing done, where that is not the case; else MPI_Start's code.
+    /// What follows the arrival is contained: a panic there fails the
+    /// communicator.
+    ///
+    /// # Safety
+    /// `req` is a persistent request of this state's, inactive.
+    #[inline(always)]
+    pub(crate) unsafe fn line_start(&self, req: *mut Request) -> Option<c_int> {
+        let c = &self.comm;
+        c.line_polls()?;
+        if cfg!(feature = "fault-injection") || c.broken().is_some() || !self.express.idle(&self.queued) {
+            return None;
+        }
+        let t = device::line_enter(c)?;
+        let started = report::contain(
+            || "MPI_Start".into(),
+            || {
+                // SAFETY: our inactive persistent request (the caller's promise).
+                unsafe { ffi::hwb_request_activate(req) };
+                self.express_entered(req, Core::Line, t);
+            },
+        );
+        Some(started.map_or_else(|| self.barrier_panicked(), |()| ffi::SUCCESS))
+    }
+
+    /// An express start whose arrival `t` is made: completed here if
+    /// released at once or within the start's window (`wait::StartWindow`),
+    /// else published in the lane for progress.
+    fn express_entered(&self, req: *mut Request, core: Core, t: device::Ticket) {
+        let c = &self.comm;
+        probe::stamp(Point::Arrived);
+        let polls_pay = core == Core::Line;
+        let looked = c.failing(c.contained(|| {
+            Ok(device::released(c, t)? || self.start_window.poll(c.policy(), c.crowd(), polls_pay, || device::released(c, t))?)
         }));
-        match entered {
-            Ok((t, false)) => {
+        match looked {
+            Ok(false) => {
                 self.express.publish(req, t);
                 self.watch();
             }
@@ -165,7 +203,6 @@ impl Server {
                 probe::stamp(Point::DoneAtStart);
             }
         }
-        true
     }
 
     /// An express barrier is over: count it and complete its request.
@@ -293,7 +330,8 @@ impl Server {
         rc
     }
 
-    /// After a panic in MPI_Barrier: fails the communicator, contained too.
+    /// After a panic in MPI_Barrier or in MPI_Start's line path: fails the
+    /// communicator, contained too.
     #[cold]
     #[inline(never)]
     pub(crate) fn barrier_panicked(&self) -> c_int {
