@@ -88,12 +88,9 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
 /// fail: MPI_Barrier runs it outside its panic containment.
 #[inline(always)]
 pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket>> {
-    let (seg, t) = (c.segment()?, c.layout()?);
+    let t = line_enter(c)?;
+    let (Ticket::Line(count), Some(seg)) = (t, c.segment()) else { return Some(Err(t)) };
     let wires = seg.line_wires();
-    if t.me >= wires.len() {
-        return None;
-    }
-    let count = line::arrive(wires, t.me, seg.line_mine());
     for _ in 0..polls {
         if line::is_released(wires, count) {
             sleep::line_wake(&FUTEX, wires, seg.doorbell());
@@ -101,7 +98,7 @@ pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket
         }
         std::hint::spin_loop();
     }
-    Some(Err(Ticket::Line(count)))
+    Some(Err(t))
 }
 
 /// The line barrier's arrival alone, for a start (MPI_Start's line path,
