@@ -285,11 +285,10 @@ impl Server {
     /// (`device::line_barrier`); None, with nothing done, where it does not
     /// take that path (`Comm::line_polls`: another route, or waiters that
     /// give their cores up), on a broken communicator or with barriers in
-    /// flight. Runs outside
-    /// the panic containment (it cannot panic); a barrier its first polls
-    /// did not see released goes on in `line_wait`, contained. Not in a
-    /// build with fault injection, whose faults fire on the contained path
-    /// (`barrier`).
+    /// flight. Runs outside the panic containment (it cannot panic); a
+    /// barrier its first polls did not see released goes on in
+    /// `line_wait`, contained. Not in a build with fault injection, whose
+    /// faults fire on the contained path (`barrier`).
     #[inline(always)]
     pub fn line_barrier(&self) -> Option<c_int> {
         let c = &self.comm;
@@ -335,7 +334,7 @@ impl Server {
     #[cold]
     #[inline(never)]
     pub(crate) fn barrier_panicked(&self) -> c_int {
-        report::guard("MPI_Barrier's failure", ffi::ERROR, || {
+        report::guard("a barrier's failure", ffi::ERROR, || {
             self.comm.fail(ffi::ERROR);
             ffi::ERROR
         })
