@@ -88,8 +88,7 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
 /// fail: MPI_Barrier runs it outside its panic containment.
 #[inline(always)]
 pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket>> {
-    let t = line_enter(c)?;
-    let (Ticket::Line(count), Some(seg)) = (t, c.segment()) else { return Some(Err(t)) };
+    let (seg, count) = line_arrival(c)?;
     let wires = seg.line_wires();
     for _ in 0..polls {
         if line::is_released(wires, count) {
@@ -98,7 +97,7 @@ pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket
         }
         std::hint::spin_loop();
     }
-    Some(Err(t))
+    Some(Err(Ticket::Line(count)))
 }
 
 /// The line barrier's arrival alone, for a start (MPI_Start's line path,
@@ -106,9 +105,15 @@ pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket
 /// done, if the device or the layout is not there.
 #[inline(always)]
 pub fn line_enter<P: P2p>(c: &Comm<P>) -> Option<Ticket> {
+    line_arrival(c).map(|(_, count)| Ticket::Line(count))
+}
+
+/// `line_enter` with the segment it arrived on, for the polls after it.
+#[inline(always)]
+fn line_arrival<P: P2p>(c: &Comm<P>) -> Option<(&Segment, line::Count)> {
     let (seg, t) = (c.segment()?, c.layout()?);
     let wires = seg.line_wires();
-    (t.me < wires.len()).then(|| Ticket::Line(line::arrive(wires, t.me, seg.line_mine())))
+    (t.me < wires.len()).then(|| (seg, line::arrive(wires, t.me, seg.line_mine())))
 }
 
 /// The rest of a barrier that `line_barrier` entered and did not see

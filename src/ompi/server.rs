@@ -167,10 +167,7 @@ impl Server {
     #[inline(always)]
     pub(crate) unsafe fn line_start(&self, req: *mut Request) -> Option<c_int> {
         let c = &self.comm;
-        c.line_polls()?;
-        if cfg!(feature = "fault-injection") || c.broken().is_some() || !self.express.idle(&self.queued) {
-            return None;
-        }
+        self.line_polls()?;
         let t = device::line_enter(c)?;
         let started = report::contain(
             || "MPI_Start".into(),
@@ -281,6 +278,19 @@ impl Server {
         rc
     }
 
+    /// The line paths' (`line_barrier`, `line_start`) checks: the first
+    /// round's polls where the communicator takes them (the line core, its
+    /// ranks keeping their cores), is not broken and has nothing in flight;
+    /// else None. Never in fault-injection builds, whose faults the
+    /// contained paths report.
+    #[inline(always)]
+    fn line_polls(&self) -> Option<u32> {
+        let c = &self.comm;
+        let polls = c.line_polls()?;
+        let clear = !cfg!(feature = "fault-injection") && c.broken().is_none() && self.express.idle(&self.queued);
+        clear.then_some(polls)
+    }
+
     /// MPI_Barrier on the line core with nothing in flight
     /// (`device::line_barrier`); None, with nothing done, where it does not
     /// take that path (`Comm::line_polls`: another route, or waiters that
@@ -292,10 +302,7 @@ impl Server {
     #[inline(always)]
     pub fn line_barrier(&self) -> Option<c_int> {
         let c = &self.comm;
-        let polls = c.line_polls()?;
-        if cfg!(feature = "fault-injection") || c.broken().is_some() || !self.express.idle(&self.queued) {
-            return None;
-        }
+        let polls = self.line_polls()?;
         probe::stamp(Point::BarrierIn);
         Some(match device::line_barrier(c, polls)? {
             Ok(()) => {
