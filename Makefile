@@ -90,6 +90,7 @@ lint: deps
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 	$(CARGO) clippy --release --lib --features probe -- -D warnings
+	$(CARGO) clippy --release --lib --features pairs -- -D warnings
 
 test: lint build
 	@scripts/deps.sh test

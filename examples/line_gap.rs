@@ -8,10 +8,20 @@
 //! path keeps short (`barrier::device::line_barrier`; docs/benchmarks.md,
 //! "MPI_Barrier's line path").
 //!
+//! Each rank also counts the releases it saw together with its peer's next
+//! arrival (the peer's wire already one count ahead): the line brought two
+//! barriers' news in one transfer. The peer saw that barrier complete at
+//! its own arrival, so at most every other release of a rank comes so, and
+//! `paired` (those releases, both ranks', over all barriers) runs from 0
+//! (every barrier costs its own transfers) to 1 (every transfer carries
+//! two barriers). The look is a load of the line the rank just read and a
+//! compare: a little gap of its own, at every gap alike.
+//!
 //! Usage: line_gap [iters] [gap_ns...] (default 300000 barriers per gap;
 //! gaps 0 5 10 15 20 30 40 60 100). Each gap is measured in `PASSES`
 //! passes over all gaps; prints per gap `gap_ns=<asked> work_ns=<as done>
-//! period_ns=<median of passes> min_ns=<fastest pass>`.
+//! period_ns=<median of passes> min_ns=<fastest pass> paired=<of the
+//! median pass>`.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Instant;
@@ -59,6 +69,8 @@ fn main() {
     let seg = Segment::create(2, 1).expect("a shared-memory segment");
     // Rank 0's ps per barrier, per pass and gap.
     let out = shared::<AtomicU64>(PASSES * gaps.len());
+    // Releases seen with the peer one ahead, per rank, pass and gap.
+    let paired = shared::<AtomicU64>(2 * PASSES * gaps.len());
     in_children_on(2, Some(2), |r| {
         let mut pick = LinePick::new(r, LINE_SLOTS, mca_coll_hwbarr::wait::now_ns);
         let picked = loop {
@@ -71,14 +83,18 @@ fn main() {
         let mut x = 1u64;
         for pass in 0..PASSES {
             for (i, &n) in steps.iter().enumerate() {
+                let mut ahead = 0u64;
                 let t0 = Instant::now();
                 for _ in 0..iters {
                     let c = line::arrive(wires, r, &mine);
                     while !line::is_released(wires, c) {
                         std::hint::spin_loop();
                     }
+                    let peer = wires[1 - r].load(Ordering::Relaxed) & line::COUNT;
+                    ahead += u64::from(peer == (c.0 + 1) & line::COUNT);
                     work(n, &mut x);
                 }
+                paired[(pass * gaps.len() + i) * 2 + r].store(ahead, Ordering::Relaxed);
                 if r == 0 {
                     let ps = t0.elapsed().as_secs_f64() * 1e12 / iters as f64;
                     out[pass * gaps.len() + i].store(ps as u64, Ordering::Relaxed);
@@ -88,9 +104,20 @@ fn main() {
         std::hint::black_box(x);
     });
     for (i, g) in gaps.iter().enumerate() {
-        let mut p: Vec<f64> =
-            (0..PASSES).map(|pass| out[pass * gaps.len() + i].load(Ordering::Relaxed) as f64 / 1e3).collect();
-        p.sort_by(f64::total_cmp);
-        println!("gap_ns={g} work_ns={:.1} period_ns={:.1} min_ns={:.1}", steps[i] as f64 * unit, p[PASSES / 2], p[0]);
+        // (ns per barrier, paired share) per pass, by period.
+        let mut p: Vec<(f64, f64)> = (0..PASSES)
+            .map(|pass| {
+                let k = pass * gaps.len() + i;
+                let both = paired[2 * k].load(Ordering::Relaxed) + paired[2 * k + 1].load(Ordering::Relaxed);
+                (out[k].load(Ordering::Relaxed) as f64 / 1e3, both as f64 / iters as f64)
+            })
+            .collect();
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (median, paired) = p[PASSES / 2];
+        println!(
+            "gap_ns={g} work_ns={:.1} period_ns={median:.1} min_ns={:.1} paired={paired:.2}",
+            steps[i] as f64 * unit,
+            p[0].0
+        );
     }
 }

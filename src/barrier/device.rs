@@ -92,6 +92,8 @@ pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket
     let wires = seg.line_wires();
     for _ in 0..polls {
         if line::is_released(wires, count) {
+            #[cfg(feature = "pairs")]
+            line::pairs::count(wires, count);
             sleep::line_wake(&FUTEX, wires, seg.doorbell());
             return Some(Ok(()));
         }

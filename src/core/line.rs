@@ -79,6 +79,47 @@ fn arrived(seen: u8, count: Count) -> bool {
     ((seen & COUNT).wrapping_sub(count.0) & COUNT) <= 1
 }
 
+/// After `is_released` said true for `count`: has some peer already
+/// arrived in the next barrier? Then the line that brought this release
+/// brought that arrival too, two barriers' news in one transfer: at 2
+/// ranks with a short way from one barrier to the next that is what holds
+/// the barrier to the floor (`examples/line_gap`, `pairs`).
+#[inline]
+pub fn peer_ahead(wires: &[AtomicU8], count: Count) -> bool {
+    wires.iter().any(|w| (w.load(Ordering::Relaxed) & COUNT) == (count.0.wrapping_add(1) & COUNT))
+}
+
+/// The diagnostic cargo feature `pairs` (never shipped): MPI_Barrier's line
+/// path counts the releases its first polls saw, and those that came with
+/// a peer's next arrival (`peer_ahead`), printed at component close: which
+/// launches' barriers ran paired (docs/benchmarks.md, "Two barriers per
+/// transfer"). A count, no clock: the way between two barriers stays as
+/// shipped but for it.
+#[cfg(feature = "pairs")]
+pub mod pairs {
+    use super::{peer_ahead, AtomicU8, Count};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    static RELEASES: AtomicU64 = AtomicU64::new(0);
+    static PAIRED: AtomicU64 = AtomicU64::new(0);
+
+    /// After a release of `count` on `wires`. Plain loads and stores: the
+    /// probed programs barrier from one thread.
+    #[inline(always)]
+    pub fn count(wires: &[AtomicU8], count: Count) {
+        RELEASES.store(RELEASES.load(Relaxed) + 1, Relaxed);
+        if peer_ahead(wires, count) {
+            PAIRED.store(PAIRED.load(Relaxed) + 1, Relaxed);
+        }
+    }
+
+    /// (releases, paired ones) so far.
+    pub fn counts() -> (u64, u64) {
+        (RELEASES.load(Relaxed), PAIRED.load(Relaxed))
+    }
+}
+
 /// After `is_released` said true: does some rank sleep, waiting for a
 /// wake-up? Read again after that look, in the same order (SeqCst).
 #[inline]
@@ -128,11 +169,14 @@ mod tests {
         let c0 = arrive(&w, 0, &m[0]);
         arrive(&w, 1, &m[1]);
         assert!(is_released(&w, c0));
+        assert!(!peer_ahead(&w, c0));
         let c1 = arrive(&w, 1, &m[1]); // rank 1 races into the next barrier
         assert!(is_released(&w, c0), "rank 0 must still leave");
+        assert!(peer_ahead(&w, c0), "rank 1's next arrival came with the release");
         assert!(!is_released(&w, c1), "rank 1 must wait for rank 0");
         w[1].fetch_or(ASLEEP, Ordering::SeqCst);
         assert!(sleepers(&w) && !is_released(&w, c1));
+        assert!(peer_ahead(&w, c0), "a sleeper's mark is not a count");
         w[0].store(127, Ordering::SeqCst); // counts wrap: 127 + 1 = 0
         m[0].store(127, Ordering::SeqCst);
         w[1].store(127 | ASLEEP, Ordering::SeqCst);
@@ -140,7 +184,9 @@ mod tests {
         assert_eq!(a, Count(0));
         assert!(!is_released(&w, a));
         w[1].store(0, Ordering::SeqCst);
-        assert!(is_released(&w, a) && !sleepers(&w));
+        assert!(is_released(&w, a) && !sleepers(&w) && !peer_ahead(&w, a));
+        w[1].store(1, Ordering::SeqCst);
+        assert!(peer_ahead(&w, a), "one ahead across the wrap");
     }
 
     /// Threads as ranks: no thread leaves barrier k before all entered k.

@@ -74,6 +74,7 @@ unsafe extern "C" fn close() -> c_int {
     guard("close", ffi::SUCCESS, || {
         progress::shutdown();
         probe::report();
+        probe::report_pairs();
         ffi::SUCCESS
     })
 }

@@ -34,6 +34,19 @@ pub(crate) enum Point {
 #[inline(always)]
 pub(crate) fn stamp(_: Point) {}
 
+/// The diagnostic feature `pairs` (`core::line::pairs`): on stderr at
+/// component close, one line per process (nothing without it).
+pub(crate) fn report_pairs() {
+    #[cfg(feature = "pairs")]
+    {
+        let (n, p) = crate::core::line::pairs::counts();
+        if n > 0 {
+            let rank = crate::ompi::report::world_rank_label();
+            eprintln!("hwbarr pairs rank {rank}: releases={n} paired={p} share={:.3}", p as f64 / n as f64);
+        }
+    }
+}
+
 #[cfg(not(feature = "probe"))]
 pub(crate) fn report() {}
 
