@@ -18,6 +18,7 @@ use crate::exchange::Agreed;
 use crate::layout::{Layout, NO_LEADER};
 use crate::ompi::report::{self, Topic};
 use crate::p2p::{self, P2p, ERROR};
+use crate::pause;
 use crate::settings::Algorithm;
 use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
@@ -188,14 +189,23 @@ pub struct Comm<P: P2p> {
 }
 
 /// The agreed route, and the first polls of MPI_Barrier's line path
-/// (`barrier::device::line_barrier`; 0: it does not take it): that path is
-/// for the line core one node wide where a waiter polls before its general
-/// loop (`wait::first_round`). Set together and read from one place, so
-/// that the line path's one check before an arrival touches no other line.
+/// (`barrier::device::line_barrier`; 0 polls: it does not take it): that
+/// path is for the line core one node wide where a waiter polls before its
+/// general loop (`wait::first_round`). Set together and read from one
+/// place, so that the line path's one check before an arrival touches no
+/// other line.
 #[derive(Clone, Copy, Debug)]
 struct Routed {
     route: Route,
-    line_polls: u32,
+    line: LinePolls,
+}
+
+/// The first round of MPI_Barrier's line path: its polls, and the PAUSEs
+/// after each (`pause::line_path`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinePolls {
+    pub polls: u32,
+    pub pauses: u32,
 }
 
 impl<P: P2p> Comm<P> {
@@ -584,18 +594,28 @@ impl<P: P2p> Comm<P> {
     /// Sets the agreed route, with MPI_Barrier's line path where it takes
     /// it (`Routed`).
     fn set_route(&self, route: Route) {
-        let line_polls = match route {
+        let polls = match route {
             Route::Device(Core::Line) => wait::first_round(self.policy().on_device(), self.crowd()),
             _ => 0,
         };
-        let _ = self.route.set(Routed { route, line_polls });
+        let pauses = if polls > 0 { pause::line_path() } else { 1 };
+        if polls > 0 && self.rank == 0 && self.opts.verbose >= 2 {
+            report::verbose(2, &format!(
+                "communicator '{}' (cid {}): MPI_Barrier's line path looks {polls} times, {pauses} PAUSEs apart \
+                 ({:.1} ns each here), before its general wait",
+                self.name(),
+                self.cid,
+                pause::pause_ns()
+            ));
+        }
+        let _ = self.route.set(Routed { route, line: LinePolls { polls, pauses } });
     }
 
-    /// The first polls of MPI_Barrier's line path, if it takes it
+    /// The first round of MPI_Barrier's line path, if it takes it
     /// (`Routed`).
     #[inline]
-    pub fn line_polls(&self) -> Option<u32> {
-        self.route.get().map(|r| r.line_polls).filter(|&n| n > 0)
+    pub fn line_polls(&self) -> Option<LinePolls> {
+        self.route.get().map(|r| r.line).filter(|l| l.polls > 0)
     }
 
     /// Verbose level 1, from rank 0: rank 0 asked for the linear barrier, so

@@ -5,7 +5,7 @@
 //!
 //! Layers, bottom up (`docs/design.md`, checked by `scripts/layers.py`):
 //! the cores (`core`), the shared-memory layer (`shm`) and pure logic
-//! (`settings`, `wait`), free of Open MPI; the point-to-point transport
+//! (`settings`, `wait`, `pause`), free of Open MPI; the point-to-point transport
 //! (`p2p`); who shares a node (`layout`); the first exchange (`exchange`);
 //! a communicator's state and agreed route (`comm`); the barriers of each
 //! route (`barrier`); the queue of barriers in flight (`engine`); the Open
@@ -19,6 +19,7 @@
 pub mod contention;
 pub mod core;
 pub mod express;
+pub mod pause;
 pub mod settings;
 pub mod shm;
 pub mod sync;

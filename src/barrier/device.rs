@@ -6,7 +6,7 @@
 
 use std::ffi::c_int;
 
-use crate::comm::{Comm, Core};
+use crate::comm::{Comm, Core, LinePolls};
 use crate::core::{counter, line, polled, toggle};
 use crate::exchange::device::DeviceExchange;
 use crate::exchange::lookout::Lookout;
@@ -79,25 +79,29 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
 /// both ranks. The line barrier's period climbs steeply with that gap
 /// (docs/benchmarks.md, "MPI_Barrier's line path: nothing between a
 /// release and the next arrival"), so this is that path and nothing else:
-/// the arrival, then `polls` polls (`Comm::line_polls`, the first round of
-/// `wait::after_arrival`), each followed by a PAUSE.
+/// the arrival, then `line.polls` polls (`Comm::line_polls`, the first
+/// round of `wait::after_arrival`), each followed by `line.pauses` PAUSEs
+/// (`pause`: a waiter that looks again at once takes the line from a peer
+/// on its way back with its next arrival).
 ///
 /// `None`: no device or layout yet, nothing done. `Some(Ok(()))`: released
 /// within the first polls. `Some(Err(t))`: entered, not released yet; the
 /// caller goes on with `line_rest`. No `expect` and no index that can
 /// fail: MPI_Barrier runs it outside its panic containment.
 #[inline(always)]
-pub fn line_barrier<P: P2p>(c: &Comm<P>, polls: u32) -> Option<Result<(), Ticket>> {
+pub fn line_barrier<P: P2p>(c: &Comm<P>, line: LinePolls) -> Option<Result<(), Ticket>> {
     let (seg, count) = line_arrival(c)?;
     let wires = seg.line_wires();
-    for _ in 0..polls {
+    for _ in 0..line.polls {
         if line::is_released(wires, count) {
             #[cfg(feature = "pairs")]
             line::pairs::count(wires, count);
             sleep::line_wake(&FUTEX, wires, seg.doorbell());
             return Some(Ok(()));
         }
-        std::hint::spin_loop();
+        for _ in 0..line.pauses {
+            std::hint::spin_loop();
+        }
     }
     Some(Err(Ticket::Line(count)))
 }
@@ -449,15 +453,15 @@ mod tests {
                             std::thread::yield_now();
                         }
                         assert_eq!(c.route(), Some(Route::Device(Core::Line)));
-                        let polls = c.line_polls()?;
-                        let polls = if few { 1 } else { polls };
+                        let line = c.line_polls()?;
+                        let line = if few { LinePolls { polls: 1, pauses: 1 } } else { line };
                         let (mut fast, mut rest, mut early) = (0, 0, Vec::new());
                         for k in 0..BARRIERS {
                             if (k + r as usize).is_multiple_of(7) {
                                 std::thread::sleep(std::time::Duration::from_micros(200));
                             }
                             entered.fetch_add(1, SeqCst);
-                            match line_barrier(&c, polls).expect("a device") {
+                            match line_barrier(&c, line).expect("a device") {
                                 Ok(()) => fast += 1,
                                 Err(t) => {
                                     line_rest(&c, t).unwrap();
@@ -471,7 +475,7 @@ mod tests {
                                 early.push((k, e));
                             }
                         }
-                        Some((polls, fast, rest, early))
+                        Some((line.polls, fast, rest, early))
                     }));
                 });
                 // A rank that left early may strand the others: a hang fails too.

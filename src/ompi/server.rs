@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::barrier::{self, device, Op};
-use crate::comm::{Comm, Core, Route};
+use crate::comm::{Comm, Core, LinePolls, Route};
 use crate::contention::Waiting;
 use crate::engine::{Outcome, Queue};
 use crate::express::{Express, Polled, Watch};
@@ -279,16 +279,16 @@ impl Server {
     }
 
     /// The line paths' (`line_barrier`, `line_start`) checks: the first
-    /// round's polls where the communicator takes them (the line core, its
+    /// round (`Comm::line_polls`) where the communicator takes them (the line core, its
     /// ranks keeping their cores), is not broken and has nothing in flight;
     /// else None. Never in fault-injection builds, whose faults the
     /// contained paths report.
     #[inline(always)]
-    fn line_polls(&self) -> Option<u32> {
+    fn line_polls(&self) -> Option<LinePolls> {
         let c = &self.comm;
-        let polls = c.line_polls()?;
+        let line = c.line_polls()?;
         let clear = !cfg!(feature = "fault-injection") && c.broken().is_none() && self.express.idle(&self.queued);
-        clear.then_some(polls)
+        clear.then_some(line)
     }
 
     /// MPI_Barrier on the line core with nothing in flight
@@ -302,9 +302,9 @@ impl Server {
     #[inline(always)]
     pub fn line_barrier(&self) -> Option<c_int> {
         let c = &self.comm;
-        let polls = self.line_polls()?;
+        let line = self.line_polls()?;
         probe::stamp(Point::BarrierIn);
-        Some(match device::line_barrier(c, polls)? {
+        Some(match device::line_barrier(c, line)? {
             Ok(()) => {
                 c.count_served();
                 probe::stamp(Point::BarrierOut);
