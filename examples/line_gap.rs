@@ -17,6 +17,11 @@
 //! two barriers). The look is a load of the line the rank just read and a
 //! compare: a little gap of its own, at every gap alike.
 //!
+//! A waiter polls after each PAUSE, as a plain spin loop does; with
+//! `LINE_GAP_POLLS=line` it polls as MPI_Barrier's line path does, its
+//! polls `pause::LINE_POLL_GAP_NS` apart (docs/benchmarks.md, "Two
+//! barriers per transfer").
+//!
 //! Usage: line_gap [iters] [gap_ns...] (default 300000 barriers per gap;
 //! gaps 0 5 10 15 20 30 40 60 100). Each gap is measured in `PASSES`
 //! passes over all gaps; prints per gap `gap_ns=<asked> work_ns=<as done>
@@ -65,6 +70,12 @@ fn main() {
         gaps = vec![0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 100.0];
     }
     let unit = ns_per_step();
+    let pauses = match std::env::var("LINE_GAP_POLLS").as_deref() {
+        Ok("line") => mca_coll_hwbarr::pause::line_path(),
+        Ok(other) => panic!("LINE_GAP_POLLS={other}: only `line` (or unset: a poll after each PAUSE)"),
+        Err(_) => 1,
+    };
+    println!("pauses_per_poll={pauses} pause_ns={:.1}", mca_coll_hwbarr::pause::pause_ns());
     let steps: Vec<u64> = gaps.iter().map(|g| (g / unit).round() as u64).collect();
     let seg = Segment::create(2, 1).expect("a shared-memory segment");
     // Rank 0's ps per barrier, per pass and gap.
@@ -88,7 +99,9 @@ fn main() {
                 for _ in 0..iters {
                     let c = line::arrive(wires, r, &mine);
                     while !line::is_released(wires, c) {
-                        std::hint::spin_loop();
+                        for _ in 0..pauses {
+                            std::hint::spin_loop();
+                        }
                     }
                     let peer = wires[1 - r].load(Ordering::Relaxed) & line::COUNT;
                     ahead += u64::from(peer == (c.0 + 1) & line::COUNT);
