@@ -71,7 +71,7 @@ fn main() {
     }
     let unit = ns_per_step();
     let pauses = match std::env::var("LINE_GAP_POLLS").as_deref() {
-        Ok("line") => mca_coll_hwbarr::pause::line_path(),
+        Ok("line") => mca_coll_hwbarr::pause::line_path(mca_coll_hwbarr::pause::LINE_POLL_GAP_NS),
         Ok(other) => panic!("LINE_GAP_POLLS={other}: only `line` (or unset: a poll after each PAUSE)"),
         Err(_) => 1,
     };

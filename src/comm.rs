@@ -119,6 +119,9 @@ pub struct Options {
     /// Candidate lines the line barrier tries at the first barrier
     /// (`coll_hwbarr_line_candidates`; 1 or less: none).
     pub line_candidates: usize,
+    /// ns between two looks of MPI_Barrier's line path
+    /// (`coll_hwbarr_line_poll_gap`; 0: a look after each PAUSE).
+    pub line_poll_gap_ns: f64,
 }
 
 #[cfg(test)]
@@ -144,6 +147,7 @@ impl Options {
             facts: None,
             stall_notice: None,
             line_candidates: 1,
+            line_poll_gap_ns: crate::pause::LINE_POLL_GAP_NS,
         }
     }
 }
@@ -598,11 +602,11 @@ impl<P: P2p> Comm<P> {
             Route::Device(Core::Line) => wait::first_round(self.policy().on_device(), self.crowd()),
             _ => 0,
         };
-        let pauses = if polls > 0 { pause::line_path() } else { 1 };
+        let pauses = if polls > 0 { pause::line_path(self.opts.line_poll_gap_ns) } else { 1 };
         if polls > 0 && self.rank == 0 && self.opts.verbose >= 2 {
             report::verbose(2, &format!(
-                "communicator '{}' (cid {}): MPI_Barrier's line path looks {polls} times, {pauses} PAUSEs apart \
-                 ({:.1} ns each here), before its general wait",
+                "communicator '{}' (cid {}): MPI_Barrier's line path looks up to {polls} times, with {pauses} PAUSE \
+                 instructions ({:.1} ns each here) after each look",
                 self.name(),
                 self.cid,
                 pause::pause_ns()

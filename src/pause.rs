@@ -14,7 +14,8 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// The time from one poll of MPI_Barrier's line path to the next.
+/// The time from one poll of MPI_Barrier's line path to the next, by
+/// default (`coll_hwbarr_line_poll_gap`).
 pub const LINE_POLL_GAP_NS: f64 = 32.0;
 
 /// Most PAUSEs per poll (a cpu whose PAUSE is nearly free).
@@ -41,20 +42,26 @@ fn timed_run() -> f64 {
 }
 
 /// PAUSEs per poll that make a gap of `gap_ns` where one takes
-/// `pause_ns`: at least one (the poll loop's own), at most
-/// `MOST_PER_POLL`.
+/// `pause_ns`: at least one (the poll loop's own; a gap of 0 or less asks
+/// for no more), at most `MOST_PER_POLL`.
 pub fn per_poll(pause_ns: f64, gap_ns: f64) -> u32 {
     let n = gap_ns / pause_ns;
-    if n.is_finite() {
+    if n.is_finite() && n > 0.0 {
         (n.round() as u32).clamp(1, MOST_PER_POLL)
     } else {
         1
     }
 }
 
-/// PAUSEs per poll of MPI_Barrier's line path on this cpu.
-pub fn line_path() -> u32 {
-    per_poll(pause_ns(), LINE_POLL_GAP_NS)
+/// PAUSEs per poll of MPI_Barrier's line path on this cpu, for polls
+/// `gap_ns` apart (`coll_hwbarr_line_poll_gap`, `LINE_POLL_GAP_NS` by
+/// default). Times the PAUSE only for a gap above 0.
+pub fn line_path(gap_ns: f64) -> u32 {
+    if gap_ns > 0.0 {
+        per_poll(pause_ns(), gap_ns)
+    } else {
+        1
+    }
 }
 
 #[cfg(test)]
@@ -70,6 +77,9 @@ mod tests {
         assert_eq!(per_poll(0.3, 35.0), MOST_PER_POLL);
         assert_eq!(per_poll(0.0, 35.0), 1, "an unreadable clock");
         assert_eq!(per_poll(f64::NAN, 35.0), 1);
+        assert_eq!(per_poll(11.5, 0.0), 1, "no gap: a look after each PAUSE");
+        assert_eq!(per_poll(11.5, -5.0), 1);
+        assert_eq!(line_path(0.0), 1);
     }
 
     #[test]
@@ -77,6 +87,7 @@ mod tests {
         let ns = pause_ns();
         assert!(ns > 0.0 && ns < 10_000.0, "{ns}");
         assert_eq!(pause_ns(), ns);
-        assert!((1..=MOST_PER_POLL).contains(&line_path()));
+        assert!((1..=MOST_PER_POLL).contains(&line_path(LINE_POLL_GAP_NS)));
+        assert!(line_path(10_000.0) == MOST_PER_POLL || ns > 10_000.0 / f64::from(MOST_PER_POLL));
     }
 }

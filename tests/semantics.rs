@@ -13,9 +13,18 @@ fn ompi_info_lists_component_and_parameters() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("MCA coll: hwbarr"), "{text}");
-    for p in
-        ["priority", "algorithm", "verbose", "spin", "idle", "inter", "topology", "stall_notice", "line_candidates"]
-    {
+    for p in [
+        "priority",
+        "algorithm",
+        "verbose",
+        "spin",
+        "idle",
+        "inter",
+        "topology",
+        "stall_notice",
+        "line_candidates",
+        "line_poll_gap",
+    ] {
         assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
     }
     assert!(text.contains("current value: \"40\""), "priority default 40: {text}");
@@ -195,6 +204,41 @@ fn the_line_barrier_runs_on_the_line_its_trial_picked() {
         let of = env.iter().find(|e| e.0.ends_with("line_candidates")).map_or("16", |e| e.1);
         let said = format!(" of {of} candidates, fastest in their trial: ");
         assert_eq!(world.contains(&said), trial, "np {np} {env:?}: {world}\n{}", job.dump());
+    }
+}
+
+/// MPI_Barrier's line path looks `coll_hwbarr_line_poll_gap` ns apart, in
+/// PAUSEs timed by each process (rank 0's verbose line says how many): one
+/// with 0, at most 64 with a gap longer than 64 PAUSEs take, at least one by
+/// default; the barrier's semantics checked each time. Needs 2 cores (the
+/// path is for ranks that keep theirs).
+#[test]
+fn the_line_path_looks_as_far_apart_as_asked() {
+    if cores() < 2 {
+        eprintln!("skipped: one core, where 2 ranks give it up and take no line path");
+        return;
+    }
+    for gap in [None, Some("0"), Some("100000")] {
+        let env: Vec<(&str, &str)> = gap.iter().map(|g| ("OMPI_MCA_coll_hwbarr_line_poll_gap", *g)).collect();
+        let job = semantics(2, "line", 200, &env);
+        assert!(job.ok(), "gap {gap:?}\n{}", job.dump());
+        assert_eq!(job.stdout().matches("semantics OK").count(), 2, "{}", job.dump());
+        let err = job.stderr();
+        let said = err
+            .lines()
+            .find(|l| l.contains("'MPI_COMM_WORLD' (cid 0): MPI_Barrier's line path looks up to 16 times, with "))
+            .unwrap_or_else(|| panic!("gap {gap:?}: no line path line\n{}", job.dump()));
+        let pauses: u32 = said
+            .split("with ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{said}"));
+        match gap {
+            None => assert!((1..=64).contains(&pauses), "{said}"),
+            Some("0") => assert_eq!(pauses, 1, "{said}"),
+            _ => assert_eq!(pauses, 64, "{said}"),
+        }
     }
 }
 

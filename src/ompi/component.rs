@@ -276,6 +276,7 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             facts: Some(facts),
             stall_notice: (p.stall_notice > 0).then(|| std::time::Duration::from_secs(p.stall_notice as u64)),
             line_candidates: usize::try_from(p.line_candidates).unwrap_or(1),
+            line_poll_gap_ns: f64::from(p.line_poll_gap.max(0)),
         };
         // SAFETY: the communicator under construction outlives its module,
         // which `new_module` links to the state before any request exists.

@@ -39,6 +39,9 @@ pub struct Params {
     pub stall_notice: c_int,
     /// Candidate lines the line barrier tries at its first barrier.
     pub line_candidates: c_int,
+    /// ns between two looks of MPI_Barrier's line path; 0 or less: a look
+    /// after each PAUSE.
+    pub line_poll_gap: c_int,
 }
 
 // Storage Open MPI's variable system writes into (it needs stable
@@ -53,6 +56,9 @@ static mut STALL_NOTICE: c_int = DEFAULT_STALL_NOTICE;
 /// Default of `line_candidates`: every candidate line the segment holds.
 pub const DEFAULT_LINE_CANDIDATES: c_int = crate::shm::segment::LINE_SLOTS as c_int;
 static mut LINE_CANDIDATES: c_int = DEFAULT_LINE_CANDIDATES;
+/// Default of `line_poll_gap` (`pause::LINE_POLL_GAP_NS`).
+pub const DEFAULT_LINE_POLL_GAP: c_int = crate::pause::LINE_POLL_GAP_NS as c_int;
+static mut LINE_POLL_GAP: c_int = DEFAULT_LINE_POLL_GAP;
 static mut ALGORITHM: c_int = 0;
 static mut IDLE: c_int = 0;
 static mut INTER: c_int = 0;
@@ -66,13 +72,14 @@ static TOPOLOGY: std::sync::OnceLock<Topology> = std::sync::OnceLock::new();
 pub fn current() -> Params {
     // SAFETY: Open MPI writes these only while registering or setting
     // variables, which it does before asking the component anything.
-    let (priority, verbose, spin, stall_notice, line_candidates, alg, idle, inter) = unsafe {
+    let (priority, verbose, spin, stall_notice, line_candidates, line_poll_gap, alg, idle, inter) = unsafe {
         (
             *addr_of_mut!(PRIORITY),
             *addr_of_mut!(VERBOSE),
             *addr_of_mut!(SPIN),
             *addr_of_mut!(STALL_NOTICE),
             *addr_of_mut!(LINE_CANDIDATES),
+            *addr_of_mut!(LINE_POLL_GAP),
             *addr_of_mut!(ALGORITHM),
             *addr_of_mut!(IDLE),
             *addr_of_mut!(INTER),
@@ -93,6 +100,7 @@ pub fn current() -> Params {
         topology,
         stall_notice,
         line_candidates,
+        line_poll_gap,
     }
 }
 
@@ -203,6 +211,17 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                   trial, the first line; at most 16. Default: 16",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(LINE_CANDIDATES),
+            ),
+            int(
+                c"line_poll_gap",
+                c"Nanoseconds between two looks of a waiting rank in MPI_Barrier on the line barrier, where the \
+                  node's ranks keep their cores, made of PAUSE instructions timed once a process (at least one, \
+                  at most 64). At 2 ranks a barrier runs at its fastest when one cache-line transfer carries two \
+                  barriers: the rank that completed one is back with its next arrival before its peer looks, \
+                  and a peer that looks after every PAUSE takes the line too early. Each rank's own value \
+                  counts. 0 or less: a look after each PAUSE. Default: 32",
+                Lvl::OPAL_INFO_LVL_9,
+                addr_of_mut!(LINE_POLL_GAP),
             ),
             register_choice::<Option<InterAlgorithm>>(component, Lvl::OPAL_INFO_LVL_5, addr_of_mut!(INTER)),
             mca_base_component_var_register(
