@@ -195,13 +195,24 @@ pub struct Comm<P: P2p> {
 /// The agreed route, and the first polls of MPI_Barrier's line path
 /// (`barrier::device::line_barrier`; 0 polls: it does not take it): that
 /// path is for the line core one node wide where a waiter polls before its
-/// general loop (`wait::first_round`). Set together and read from one
-/// place, so that the line path's one check before an arrival touches no
-/// other line.
+/// general loop (`wait::first_round`; of a waiter alone where threads may
+/// crowd, `crowd_line`). Set together and read from one place, so
+/// that the line path's one check before an arrival touches no other
+/// line.
 #[derive(Clone, Copy, Debug)]
 struct Routed {
     route: Route,
     line: LinePolls,
+    /// The line path where threads of a rank may wait at once
+    /// (MPI_THREAD_MULTIPLE, `wait::Crowd`; `line` has no polls then): for a
+    /// barrier that finds no other thread of its process waiting
+    /// (`wait::threads_waiting`). Their loop counts each waiter from its
+    /// first poll and yields among them; the path's polls, a fraction of a
+    /// µs, come before that count. Without the path such a program's
+    /// 2-rank barrier took 164-192 ns against 63-88 (docs/benchmarks.md,
+    /// "One thread waiting in MPI_THREAD_MULTIPLE"). Apart from `line`, so
+    /// that the path's check where threads do not crowd stays one load.
+    crowd_line: LinePolls,
 }
 
 /// The first round of MPI_Barrier's line path: its polls, and the PAUSEs
@@ -599,7 +610,7 @@ impl<P: P2p> Comm<P> {
     /// it (`Routed`).
     fn set_route(&self, route: Route) {
         let polls = match route {
-            Route::Device(Core::Line) => wait::first_round(self.policy().on_device(), self.crowd()),
+            Route::Device(Core::Line) => wait::first_round(self.policy().on_device(), None),
             _ => 0,
         };
         let pauses = if polls > 0 { pause::line_path(self.opts.line_poll_gap_ns) } else { 1 };
@@ -612,7 +623,10 @@ impl<P: P2p> Comm<P> {
                 pause::pause_ns()
             ));
         }
-        let _ = self.route.set(Routed { route, line: LinePolls { polls, pauses } });
+        let line = LinePolls { polls, pauses };
+        let none = LinePolls { polls: 0, pauses };
+        let (line, crowd_line) = if self.crowd().is_some() { (none, line) } else { (line, none) };
+        let _ = self.route.set(Routed { route, line, crowd_line });
     }
 
     /// The first round of MPI_Barrier's line path, if it takes it
@@ -620,6 +634,12 @@ impl<P: P2p> Comm<P> {
     #[inline]
     pub fn line_polls(&self) -> Option<LinePolls> {
         self.route.get().map(|r| r.line).filter(|l| l.polls > 0)
+    }
+
+    /// The first round of MPI_Barrier's line path where threads of a rank
+    /// may crowd, if it takes it (`Routed::crowd_line`).
+    pub fn crowd_line_polls(&self) -> Option<LinePolls> {
+        self.route.get().map(|r| r.crowd_line).filter(|l| l.polls > 0)
     }
 
     /// Verbose level 1, from rank 0: rank 0 asked for the linear barrier, so

@@ -493,6 +493,14 @@ impl Crowd {
 /// Threads of this process in `try_wait_crowded` now.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
+/// Threads of this process waiting in hwbarr's crowded loop now
+/// (`try_wait_crowded`): MPI_Barrier's line path on a communicator whose
+/// waiters may be a crowd polls first only while none does
+/// (`ompi::server`'s `line_polls`).
+pub fn threads_waiting() -> usize {
+    WAITING.load(Relaxed)
+}
+
 /// Counts a thread in `WAITING` while it lives.
 struct Waiting;
 

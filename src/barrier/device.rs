@@ -424,11 +424,12 @@ mod tests {
 
     /// MPI_Barrier's line path (`line_barrier`, then `line_rest` for a
     /// barrier its first polls did not see released): taken on the line
-    /// core where ranks keep their cores (`Comm::line_polls`), not where
-    /// they give them up; no rank leaves barrier k before every rank
-    /// entered it, over the counts' wrap, with the communicator's first
-    /// polls and with one; each rank is late now and then, so that both
-    /// endings occur.
+    /// core where ranks keep their cores (`Comm::line_polls`), also where
+    /// their threads may crowd (the rest then waits in the crowded loop),
+    /// not where they give them up; no rank leaves barrier k before every
+    /// rank entered it, over the counts' wrap, with the communicator's
+    /// first polls and with one; each rank is late now and then, so that
+    /// both endings occur.
     #[test]
     fn the_line_path_never_leaves_early_and_ends_both_ways() {
         use crate::comm::{Options, Route};
@@ -439,21 +440,28 @@ mod tests {
         const BARRIERS: usize = 300;
         let own = Options::for_tests(Algorithm::Line, None).policy;
         let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Yield, quiet: 0, adapts: false };
-        for (p, few) in [(own, false), (own, true), (shared, false)] {
+        let crowd = Some(wait::Crowd { above: 1, policy: shared });
+        for (p, few, crowd) in [(own, false, None), (own, true, None), (shared, false, None), (own, false, crowd)] {
             for n in [2usize, 3] {
                 let entered = Arc::new(AtomicUsize::new(0));
                 let (tx, rx) = std::sync::mpsc::channel();
                 std::thread::spawn(move || {
                     let _ = tx.send(mem::run(mem::network(&vec!["a"; n]), move |ep| {
                         let r = ep.rank();
-                        let opts = Options { policy: p, ..Options::for_tests(Algorithm::Line, None) };
+                        let opts = Options { policy: p, crowd, ..Options::for_tests(Algorithm::Line, None) };
                         let c = Comm::new(ep, r, n as c_int, 3, false, opts);
                         let mut op = crate::barrier::Op::start(&c, None).unwrap();
                         while !op.poll(&c).unwrap() {
                             std::thread::yield_now();
                         }
                         assert_eq!(c.route(), Some(Route::Device(Core::Line)));
-                        let line = c.line_polls()?;
+                        let line = match crowd {
+                            None => c.line_polls()?,
+                            Some(_) => {
+                                assert_eq!(c.line_polls(), None, "threads that may crowd check first");
+                                c.crowd_line_polls()?
+                            }
+                        };
                         let line = if few { LinePolls { polls: 1, pauses: 1 } } else { line };
                         let (mut fast, mut rest, mut early) = (0, 0, Vec::new());
                         for k in 0..BARRIERS {
@@ -479,7 +487,12 @@ mod tests {
                     }));
                 });
                 // A rank that left early may strand the others: a hang fails too.
-                let what = format!("spins {}, {n} ranks{}", p.spins, if few { ", one poll" } else { "" });
+                let what = format!(
+                    "spins {}, {n} ranks{}{}",
+                    p.spins,
+                    if few { ", one poll" } else { "" },
+                    if crowd.is_some() { ", threads may crowd" } else { "" }
+                );
                 let out = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| panic!("{what}: hung"));
                 for (r, seen) in out.into_iter().enumerate() {
                     let Some((polls, fast, rest, early)) = seen else {

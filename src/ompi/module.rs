@@ -96,6 +96,9 @@ unsafe extern "C" fn barrier(_comm: *mut Comm, module: *mut Module) -> c_int {
     if let Some(rc) = st.line_barrier() {
         return rc;
     }
+    if let Some(rc) = st.crowd_line_barrier() {
+        return rc;
+    }
     report::contain(|| "MPI_Barrier".into(), || st.barrier()).unwrap_or_else(|| st.barrier_panicked())
 }
 

@@ -279,16 +279,22 @@ impl Server {
     }
 
     /// The line paths' (`line_barrier`, `line_start`) checks: the first
-    /// round (`Comm::line_polls`) where the communicator takes them (the line core, its
-    /// ranks keeping their cores), is not broken and has nothing in flight;
-    /// else None. Never in fault-injection builds, whose faults the
-    /// contained paths report.
+    /// round (`Comm::line_polls`) where the communicator takes them (the
+    /// line core, its ranks keeping their cores) and `line_clear`; else
+    /// None.
     #[inline(always)]
     fn line_polls(&self) -> Option<LinePolls> {
         let c = &self.comm;
         let line = c.line_polls()?;
-        let clear = !cfg!(feature = "fault-injection") && c.broken().is_none() && self.express.idle(&self.queued);
-        clear.then_some(line)
+        self.line_clear().then_some(line)
+    }
+
+    /// The line paths' checks after the first: the communicator is not
+    /// broken and has nothing in flight; never in fault-injection builds,
+    /// whose faults the contained paths report.
+    #[inline(always)]
+    fn line_clear(&self) -> bool {
+        !cfg!(feature = "fault-injection") && self.comm.broken().is_none() && self.express.idle(&self.queued)
     }
 
     /// MPI_Barrier on the line core with nothing in flight
@@ -301,8 +307,28 @@ impl Server {
     /// faults fire on the contained path (`barrier`).
     #[inline(always)]
     pub fn line_barrier(&self) -> Option<c_int> {
-        let c = &self.comm;
         let line = self.line_polls()?;
+        self.line_barrier_with(line)
+    }
+
+    /// MPI_Barrier's line path where threads of a rank may wait at once
+    /// (MPI_THREAD_MULTIPLE; `Comm::crowd_line_polls`), taken while no other
+    /// thread of this process waits in hwbarr's loop
+    /// (`wait::threads_waiting`), as `line_barrier` else. Out of line, after
+    /// `line_barrier` said None: that path stays as short as it was.
+    #[inline(never)]
+    pub fn crowd_line_barrier(&self) -> Option<c_int> {
+        let line = self.comm.crowd_line_polls()?;
+        if wait::threads_waiting() > 0 || !self.line_clear() {
+            return None;
+        }
+        self.line_barrier_with(line)
+    }
+
+    /// The line path's barrier with the first round `line`, its checks made.
+    #[inline(always)]
+    fn line_barrier_with(&self, line: LinePolls) -> Option<c_int> {
+        let c = &self.comm;
         probe::stamp(Point::BarrierIn);
         Some(match device::line_barrier(c, line)? {
             Ok(()) => {
