@@ -5,6 +5,9 @@
  * every MPI under test (Open MPI 4.1, 5.0, 6.0, MPICH).
  *
  * Usage: barrier_osu [blocking|persistent|pace|progress] [iters] [warmup] [sample]
+ * With BARRIER_OSU_THREADS=multiple in the environment it starts MPI with
+ * MPI_Init_thread(MPI_THREAD_MULTIPLE) (one thread still makes every call),
+ * as mpi4py and hybrid programs do; else with MPI_Init.
  *
  * blocking (default):
  *   1. warm-up barriers, then `iters` timed MPI_Barrier calls (MPI_Wtime
@@ -432,7 +435,13 @@ static void progress(int rank, int size, long n) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    const char *threads = getenv("BARRIER_OSU_THREADS");
+    if (threads && strcmp(threads, "multiple") == 0) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
