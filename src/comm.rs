@@ -615,9 +615,10 @@ impl<P: P2p> Comm<P> {
         };
         let pauses = if polls > 0 { pause::line_path(self.opts.line_poll_gap_ns) } else { 1 };
         if polls > 0 && self.rank == 0 && self.opts.verbose >= 2 {
+            let whom = if self.crowd().is_some() { ", for a thread that finds no other of its process waiting" } else { "" };
             report::verbose(2, &format!(
                 "communicator '{}' (cid {}): MPI_Barrier's line path looks up to {polls} times, with {pauses} PAUSE \
-                 instructions ({:.1} ns each here) after each look",
+                 instructions ({:.1} ns each here) after each look{whom}",
                 self.name(),
                 self.cid,
                 pause::pause_ns()

@@ -242,6 +242,25 @@ fn the_line_path_looks_as_far_apart_as_asked() {
     }
 }
 
+/// Under MPI_THREAD_MULTIPLE (one thread making every call, as mpi4py's
+/// default level does) the line path is set up for a thread that finds no
+/// other of its process waiting (rank 0's verbose line says so), and the
+/// barrier's semantics hold. Needs 2 cores.
+#[test]
+fn the_line_path_serves_one_thread_of_a_thread_multiple_rank() {
+    if cores() < 2 {
+        eprintln!("skipped: one core, where 2 ranks give it up and take no line path");
+        return;
+    }
+    let job = semantics(2, "line", 300, &[("HWBARR_THREAD_MULTIPLE", "1")]);
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("semantics OK").count(), 2, "{}", job.dump());
+    let said = "'MPI_COMM_WORLD' (cid 0): MPI_Barrier's line path looks up to 16 times";
+    let line = job.stderr().lines().find(|l| l.contains(said)).map(str::to_owned);
+    let line = line.unwrap_or_else(|| panic!("no line path line\n{}", job.dump()));
+    assert!(line.ends_with("for a thread that finds no other of its process waiting"), "{line}");
+}
+
 /// Ranks confined to fewer CPUs than they are, which the count of cores
 /// online cannot see (here: the job started under one CPU, as `taskset -c
 /// <cpu>` would): the automatic policy spins at first, finds from its long

@@ -249,7 +249,9 @@ fn main() {
     if mode == "sessions" {
         return sessions::run(arg); // no MPI_Init: the session is the program's only MPI
     }
-    let universe = if mode == "threads" {
+    // `threads` needs MPI_THREAD_MULTIPLE; HWBARR_THREAD_MULTIPLE asks it
+    // for the other modes too (their one thread makes every call).
+    let universe = if mode == "threads" || std::env::var_os("HWBARR_THREAD_MULTIPLE").is_some() {
         let (u, level) = mpi::initialize_with_threading(mpi::Threading::Multiple).expect("MPI_Init_thread");
         assert_eq!(level, mpi::Threading::Multiple, "MPI_THREAD_MULTIPLE");
         u
