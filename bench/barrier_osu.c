@@ -439,6 +439,10 @@ int main(int argc, char **argv) {
     if (threads && strcmp(threads, "multiple") == 0) {
         int provided;
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided != MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "barrier_osu: MPI_THREAD_MULTIPLE asked, %d provided\n", provided);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     } else {
         MPI_Init(&argc, &argv);
     }

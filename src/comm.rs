@@ -190,6 +190,9 @@ pub struct Comm<P: P2p> {
     later_notice: Arc<AtomicBool>,
     served: AtomicU64,
     served_async: AtomicU64,
+    /// Of `served`: barriers a lone thread's line path served where threads
+    /// may crowd (`crowd_line`), for the verbose served line.
+    served_lone: AtomicU64,
 }
 
 /// The agreed route, and the first polls of MPI_Barrier's line path
@@ -205,10 +208,11 @@ struct Routed {
     line: LinePolls,
     /// The line path where threads of a rank may wait at once
     /// (MPI_THREAD_MULTIPLE, `wait::Crowd`; `line` has no polls then): for a
-    /// barrier that finds no other thread of its process waiting
+    /// barrier that found no other thread of its process waiting
     /// (`wait::threads_waiting`). Their loop counts each waiter from its
-    /// first poll and yields among them; the path's polls, a fraction of a
-    /// µs, come before that count. Without the path such a program's
+    /// first poll and yields among them; the path's polls come before that
+    /// count (about 0.5 µs at the default gap, up to about 50 µs at
+    /// `coll_hwbarr_line_poll_gap`'s largest). Without the path such a program's
     /// 2-rank barrier took 164-192 ns against 63-88 (docs/benchmarks.md,
     /// "One thread waiting in MPI_THREAD_MULTIPLE"). Apart from `line`, so
     /// that the path's check where threads do not crowd stays one load.
@@ -242,6 +246,7 @@ impl<P: P2p> Comm<P> {
             later_notice: Arc::default(),
             served: AtomicU64::new(0),
             served_async: AtomicU64::new(0),
+            served_lone: AtomicU64::new(0),
         }
     }
 
@@ -532,6 +537,13 @@ impl<P: P2p> Comm<P> {
         self.served.store(self.served.load(Relaxed) + 1, Relaxed);
     }
 
+    /// Counts a barrier served by the line path of a thread that found no
+    /// other of its process waiting (`crowd_line`); the issuer's, as
+    /// `count_served`.
+    pub fn count_served_lone(&self) {
+        self.served_lone.store(self.served_lone.load(Relaxed) + 1, Relaxed);
+    }
+
     /// Counts a barrier that a progress pass completed, maybe on another
     /// thread while the issuer runs the next one (`count_served` is the
     /// issuer's, a plain add on its own path).
@@ -616,12 +628,16 @@ impl<P: P2p> Comm<P> {
         let pauses = if polls > 0 { pause::line_path(self.opts.line_poll_gap_ns) } else { 1 };
         if polls > 0 && self.rank == 0 && self.opts.verbose >= 2 {
             let whom = if self.crowd().is_some() { ", for a thread that finds no other of its process waiting" } else { "" };
+            // The PAUSE is timed only for a gap (`pause::line_path`).
+            let each = match self.opts.line_poll_gap_ns > 0.0 {
+                true => format!(" ({:.1} ns each here)", pause::pause_ns()),
+                false => String::new(),
+            };
             report::verbose(2, &format!(
                 "communicator '{}' (cid {}): MPI_Barrier's line path looks up to {polls} times, with {pauses} PAUSE \
-                 instructions ({:.1} ns each here) after each look{whom}",
+                 instructions{each} after each look{whom}",
                 self.name(),
-                self.cid,
-                pause::pause_ns()
+                self.cid
             ));
         }
         let line = LinePolls { polls, pauses };
@@ -777,7 +793,11 @@ impl<P: P2p> Comm<P> {
                 }
                 _ => self.algorithm().to_string(),
             };
-            self.report_rank(&format!("served {served} barriers with {alg}"));
+            let lone = match self.served_lone.load(Relaxed) {
+                0 => String::new(),
+                n => format!(" ({n} of them by the line path of a thread alone in its wait)"),
+            };
+            self.report_rank(&format!("served {served} barriers with {alg}{lone}"));
         }
     }
 }

@@ -85,7 +85,8 @@ mod tests {
     #[test]
     fn a_pause_is_timed_once_and_is_positive() {
         let ns = pause_ns();
-        assert!(ns > 0.0 && ns < 10_000.0, "{ns}");
+        // 0 on a clock too coarse for a run (`per_poll` then asks for one).
+        assert!((0.0..10_000.0).contains(&ns), "{ns}");
         assert_eq!(pause_ns(), ns);
         assert!((1..=MOST_PER_POLL).contains(&line_path(LINE_POLL_GAP_NS)));
         assert!(line_path(10_000.0) == MOST_PER_POLL || ns > 10_000.0 / f64::from(MOST_PER_POLL));

@@ -495,10 +495,18 @@ static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// Threads of this process waiting in hwbarr's crowded loop now
 /// (`try_wait_crowded`): MPI_Barrier's line path on a communicator whose
-/// waiters may be a crowd polls first only while none does
-/// (`ompi::server`'s `line_polls`).
+/// waiters may be a crowd is taken only by a thread that finds none
+/// (`Server::crowd_line_barrier`).
 pub fn threads_waiting() -> usize {
     WAITING.load(Relaxed)
+}
+
+/// Held by the unit tests that wait in the crowded loop: `WAITING` is the
+/// process's, and one of them checks its count.
+#[cfg(test)]
+pub fn crowd_test_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Counts a thread in `WAITING` while it lives.
@@ -956,6 +964,7 @@ mod tests {
 
     #[test]
     fn a_crowded_wait_takes_the_crowd_policy_and_counts_itself() {
+        let _only = crowd_test_lock();
         let own = WaitPolicy { spins: 4, progress: true, idle: Idle::Spin, quiet: 0, adapts: false };
         let yielding = WaitPolicy { spins: 2, progress: true, idle: Idle::Sleep, quiet: 0, adapts: false };
         let run = |above: usize| {

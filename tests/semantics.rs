@@ -218,7 +218,7 @@ fn the_line_path_looks_as_far_apart_as_asked() {
         eprintln!("skipped: one core, where 2 ranks give it up and take no line path");
         return;
     }
-    for gap in [None, Some("0"), Some("100000")] {
+    for gap in [None, Some("0"), Some("-5"), Some("100000")] {
         let env: Vec<(&str, &str)> = gap.iter().map(|g| ("OMPI_MCA_coll_hwbarr_line_poll_gap", *g)).collect();
         let job = semantics(2, "line", 200, &env);
         assert!(job.ok(), "gap {gap:?}\n{}", job.dump());
@@ -235,8 +235,19 @@ fn the_line_path_looks_as_far_apart_as_asked() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{said}"));
         match gap {
-            None => assert!((1..=64).contains(&pauses), "{said}"),
-            Some("0") => assert_eq!(pauses, 1, "{said}"),
+            // The default gap in PAUSEs of the ns the line reports (to 0.1
+            // ns: either neighbour's count where that rounding decides).
+            None => {
+                let ns: f64 = said
+                    .split(" PAUSE instructions (")
+                    .nth(1)
+                    .and_then(|r| r.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no ns: {said}"));
+                let per_poll = |ns| mca_coll_hwbarr::pause::per_poll(ns, mca_coll_hwbarr::pause::LINE_POLL_GAP_NS);
+                assert!([per_poll(ns - 0.05), per_poll(ns), per_poll(ns + 0.05)].contains(&pauses), "{said}");
+            }
+            Some("0" | "-5") => assert_eq!(pauses, 1, "{said}"),
             _ => assert_eq!(pauses, 64, "{said}"),
         }
     }
@@ -259,6 +270,20 @@ fn the_line_path_serves_one_thread_of_a_thread_multiple_rank() {
     let line = job.stderr().lines().find(|l| l.contains(said)).map(str::to_owned);
     let line = line.unwrap_or_else(|| panic!("no line path line\n{}", job.dump()));
     assert!(line.ends_with("for a thread that finds no other of its process waiting"), "{line}");
+    // And it served MPI_COMM_WORLD's barriers: each rank's served line
+    // counts those the path took.
+    for r in 0..2 {
+        let served = format!("rank {r} of communicator cid 0: served ");
+        let line = job.stderr().lines().find(|l| l.contains(&served)).map(str::to_owned);
+        let line = line.unwrap_or_else(|| panic!("no served line of rank {r}\n{}", job.dump()));
+        let lone: u64 = line
+            .split(" (")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("rank {r}: no barrier by the lone thread's path: {line}"));
+        assert!(lone > 100, "rank {r}: {line}");
+    }
 }
 
 /// Ranks confined to fewer CPUs than they are, which the count of cores

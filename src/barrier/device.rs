@@ -79,10 +79,11 @@ pub fn barrier<P: P2p>(c: &Comm<P>, core: Core) -> Result<(), c_int> {
 /// both ranks. The line barrier's period climbs steeply with that gap
 /// (docs/benchmarks.md, "MPI_Barrier's line path: nothing between a
 /// release and the next arrival"), so this is that path and nothing else:
-/// the arrival, then `line.polls` polls (`Comm::line_polls`, the first
-/// round of `wait::after_arrival`), each followed by `line.pauses` PAUSEs
-/// (`pause`: a waiter that looks again at once takes the line from a peer
-/// on its way back with its next arrival).
+/// the arrival, then `line.polls` polls (`Comm::line_polls` or
+/// `Comm::crowd_line_polls`: as many as the first round of
+/// `wait::after_arrival`), each followed by `line.pauses` PAUSEs (`pause`:
+/// a waiter that looks again at once takes the line from a peer on its way
+/// back with its next arrival), where that round makes one.
 ///
 /// `None`: no device or layout yet, nothing done. `Some(Ok(()))`: released
 /// within the first polls. `Some(Err(t))`: entered, not released yet; the
@@ -442,6 +443,8 @@ mod tests {
         let shared = WaitPolicy { spins: 1, progress: true, idle: Idle::Yield, quiet: 0, adapts: false };
         let crowd = Some(wait::Crowd { above: 1, policy: shared });
         for (p, few, crowd) in [(own, false, None), (own, true, None), (shared, false, None), (own, false, crowd)] {
+            // The crowded loop counts its waiters process-wide.
+            let _only = crowd.map(|_| wait::crowd_test_lock());
             for n in [2usize, 3] {
                 let entered = Arc::new(AtomicUsize::new(0));
                 let (tx, rx) = std::sync::mpsc::channel();

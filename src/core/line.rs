@@ -104,8 +104,9 @@ pub mod pairs {
     static RELEASES: AtomicU64 = AtomicU64::new(0);
     static PAIRED: AtomicU64 = AtomicU64::new(0);
 
-    /// After a release of `count` on `wires`. Plain loads and stores: the
-    /// probed programs barrier from one thread.
+    /// After a release of `count` on `wires`. Plain loads and stores, as
+    /// on the counted path: where threads barrier at once (MPI_THREAD_MULTIPLE,
+    /// each on its own communicator) a count may be lost.
     #[inline(always)]
     pub fn count(wires: &[AtomicU8], count: Count) {
         RELEASES.store(RELEASES.load(Relaxed) + 1, Relaxed);

@@ -299,9 +299,9 @@ impl Server {
 
     /// MPI_Barrier on the line core with nothing in flight
     /// (`device::line_barrier`); None, with nothing done, where it does not
-    /// take that path (`Comm::line_polls`: another route, or waiters that
-    /// give their cores up), on a broken communicator or with barriers in
-    /// flight. Runs outside the panic containment (it cannot panic); a
+    /// take that path (`Comm::line_polls`: another route, waiters that give
+    /// their cores up, or threads that may crowd: `crowd_line_barrier`), on
+    /// a broken communicator or with barriers in flight. Runs outside the panic containment (it cannot panic); a
     /// barrier its first polls did not see released goes on in
     /// `line_wait`, contained. Not in a build with fault injection, whose
     /// faults fire on the contained path (`barrier`).
@@ -312,17 +312,23 @@ impl Server {
     }
 
     /// MPI_Barrier's line path where threads of a rank may wait at once
-    /// (MPI_THREAD_MULTIPLE; `Comm::crowd_line_polls`), taken while no other
-    /// thread of this process waits in hwbarr's loop
-    /// (`wait::threads_waiting`), as `line_barrier` else. Out of line, after
-    /// `line_barrier` said None: that path stays as short as it was.
+    /// (MPI_THREAD_MULTIPLE; `Comm::crowd_line_polls`), taken by a thread
+    /// that found no other of its process in hwbarr's crowded loop
+    /// (`wait::threads_waiting`; one that starts waiting just after only
+    /// misses this thread's polls in its count), as `line_barrier` else.
+    /// Out of line, after `line_barrier` said None: that path stays as
+    /// short as it was.
     #[inline(never)]
     pub fn crowd_line_barrier(&self) -> Option<c_int> {
         let line = self.comm.crowd_line_polls()?;
         if wait::threads_waiting() > 0 || !self.line_clear() {
             return None;
         }
-        self.line_barrier_with(line)
+        let rc = self.line_barrier_with(line);
+        if rc == Some(ffi::SUCCESS) {
+            self.comm.count_served_lone();
+        }
+        rc
     }
 
     /// The line path's barrier with the first round `line`, its checks made.
