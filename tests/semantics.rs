@@ -228,22 +228,12 @@ fn the_line_path_looks_as_far_apart_as_asked() {
             .lines()
             .find(|l| l.contains("'MPI_COMM_WORLD' (cid 0): MPI_Barrier's line path looks up to 16 times, with "))
             .unwrap_or_else(|| panic!("gap {gap:?}: no line path line\n{}", job.dump()));
-        let pauses: u32 = said
-            .split("with ")
-            .nth(1)
-            .and_then(|r| r.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{said}"));
+        let pauses: u32 = word_after(said, "with ").unwrap_or_else(|| panic!("{said}"));
         match gap {
             // The default gap in PAUSEs of the ns the line reports (to 0.1
             // ns: either neighbour's count where that rounding decides).
             None => {
-                let ns: f64 = said
-                    .split(" PAUSE instructions (")
-                    .nth(1)
-                    .and_then(|r| r.split(' ').next())
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or_else(|| panic!("no ns: {said}"));
+                let ns: f64 = word_after(said, " PAUSE instructions (").unwrap_or_else(|| panic!("no ns: {said}"));
                 let per_poll = |ns| mca_coll_hwbarr::pause::per_poll(ns, mca_coll_hwbarr::pause::LINE_POLL_GAP_NS);
                 assert!([per_poll(ns - 0.05), per_poll(ns), per_poll(ns + 0.05)].contains(&pauses), "{said}");
             }
@@ -251,6 +241,11 @@ fn the_line_path_looks_as_far_apart_as_asked() {
             _ => assert_eq!(pauses, 64, "{said}"),
         }
     }
+}
+
+/// The word after the first `marker` in `line`, parsed.
+fn word_after<T: std::str::FromStr>(line: &str, marker: &str) -> Option<T> {
+    line.split(marker).nth(1)?.split(' ').next()?.parse().ok()
 }
 
 /// Under MPI_THREAD_MULTIPLE (one thread making every call, as mpi4py's
@@ -276,12 +271,8 @@ fn the_line_path_serves_one_thread_of_a_thread_multiple_rank() {
         let served = format!("rank {r} of communicator cid 0: served ");
         let line = job.stderr().lines().find(|l| l.contains(&served)).map(str::to_owned);
         let line = line.unwrap_or_else(|| panic!("no served line of rank {r}\n{}", job.dump()));
-        let lone: u64 = line
-            .split(" (")
-            .nth(1)
-            .and_then(|t| t.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("rank {r}: no barrier by the lone thread's path: {line}"));
+        let lone: u64 =
+            word_after(&line, " (").unwrap_or_else(|| panic!("rank {r}: no barrier by the lone thread's path: {line}"));
         assert!(lone > 100, "rank {r}: {line}");
     }
 }
@@ -691,13 +682,22 @@ fn nonblocking_starts_look_briefly_before_progress() {
     let iters = 2000u64;
     let only = ("HWBARR_PERSISTENT_ONLY", "1");
     if cores() >= 2 {
-        let job = board_job_env(2, "line", "persistent", iters as u32, &[only, ("HWBARR_NO_DELAY", "1")]);
-        assert!(job.ok() && job.stdout().matches("persistent OK").count() == 2, "{}", job.dump());
-        let w = start_windows(&job.stderr());
-        assert_eq!(w.len(), 2, "{}", job.dump());
-        for &(looked, saw, skipped) in &w {
-            assert!(saw > 0 && saw <= looked && looked + skipped <= iters, "tight loop: {w:?}\n{}", job.dump());
-        }
+        // A tight loop's windows see releases unless something else holds
+        // the cores for the whole loop (seen once on a busy host, both ranks
+        // finding their cores shared): up to 3 launches.
+        let mut last = String::new();
+        let seen = (0..3).any(|_| {
+            let job = board_job_env(2, "line", "persistent", iters as u32, &[only, ("HWBARR_NO_DELAY", "1")]);
+            assert!(job.ok() && job.stdout().matches("persistent OK").count() == 2, "{}", job.dump());
+            let w = start_windows(&job.stderr());
+            assert_eq!(w.len(), 2, "{}", job.dump());
+            for &(looked, saw, skipped) in &w {
+                assert!(saw <= looked && looked + skipped <= iters, "tight loop: {w:?}\n{}", job.dump());
+            }
+            last = format!("{w:?}\n{}", job.dump());
+            w.iter().all(|&(_, saw, _)| saw > 0)
+        });
+        assert!(seen, "tight loop, no release seen in a window in 3 launches; the last: {last}");
         let job = board_job_env(2, "line", "persistent", iters as u32, &[only]);
         assert!(job.ok(), "{}", job.dump());
         let w = start_windows(&job.stderr());
