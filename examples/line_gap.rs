@@ -83,7 +83,7 @@ fn main() {
     // Releases seen with the peer one ahead, per rank, pass and gap.
     let paired = shared::<AtomicU64>(2 * PASSES * gaps.len());
     in_children_on(2, Some(2), |r| {
-        let mut pick = LinePick::new(r, LINE_SLOTS, mca_coll_hwbarr::wait::now_ns);
+        let mut pick = LinePick::new(r, LINE_SLOTS, pauses, mca_coll_hwbarr::wait::now_ns);
         let picked = loop {
             if let Some(p) = pick.poll(&seg).expect("no failure") {
                 break p;

@@ -96,7 +96,7 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec
         // all; every child ends on its pick, at its count there).
         let (slot, count) = match core {
             Core::Line if n <= cores => {
-                let mut pick = LinePick::new(r, LINE_SLOTS, mca_coll_hwbarr::wait::now_ns);
+                let mut pick = LinePick::new(r, LINE_SLOTS, 1, mca_coll_hwbarr::wait::now_ns);
                 loop {
                     if let Some(p) = pick.poll(&seg).expect("no failure") {
                         break (p.slot, p.count);

@@ -20,6 +20,7 @@ use crate::ompi::report::{self, Topic};
 use crate::p2p::{self, P2p, ERROR};
 use crate::pause;
 use crate::settings::Algorithm;
+use crate::shm::line_pick::Trial;
 use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
 use crate::wait::{self, Crowd, PolicyFacts, WaitPolicy};
@@ -272,17 +273,18 @@ impl<P: P2p> Comm<P> {
         self.recounted.get().map_or(self.opts.policy, |w| w.0)
     }
 
-    /// Candidate lines the line barrier would try on this node's device,
-    /// shared by `local` ranks of ours (`shm::line_pick`), in a first
-    /// barrier that is `blocking` or not: the parameter's, where ranks keep
+    /// The line barrier's trial on this node's device, shared by `local`
+    /// ranks of ours (`shm::line_pick`), in a first barrier that is
+    /// `blocking` or not: the parameter's candidate lines, each look
+    /// followed by the line path's PAUSEs, where ranks keep
     /// their cores (the spin policy) and are no more than the cores, in a
-    /// blocking MPI_Barrier. None (1) where
+    /// blocking MPI_Barrier. None (`Trial::NONE`) where
     /// ranks share cores, as the scheduler, not the line, sets a barrier's
     /// time there and a trial spinning among more ranks than cores (`idle
     /// spin`) would take a time slice per barrier; none in MPI_Ibarrier or
     /// MPI_Start, whose exchange runs from progress, where the trial's
     /// hundreds of barriers would each wait for every rank's next call.
-    pub fn line_candidates(&self, blocking: bool, local: usize) -> usize {
+    pub fn line_trial(&self, blocking: bool, local: usize) -> Trial {
         // The facts as the layout exchange may recount them (`adopt_layout`,
         // which may not have run yet).
         let own = match self.opts.facts {
@@ -293,9 +295,10 @@ impl<P: P2p> Comm<P> {
             None => self.policy().keeps_core(),
         };
         if blocking && own {
-            self.opts.line_candidates
+            // Polled as MPI_Barrier's line path will poll the line picked.
+            Trial { lines: self.opts.line_candidates, pauses: pause::line_path(self.opts.line_poll_gap_ns) }
         } else {
-            1
+            Trial::NONE
         }
     }
 
@@ -873,11 +876,24 @@ mod tests {
             Comm::new(eps[0].clone(), 0, 2, 3, false, opts)
         };
         let own = comm(facts(None));
-        assert_eq!((own.line_candidates(true, 2), own.line_candidates(false, 2)), (16, 1));
-        assert_eq!(own.line_candidates(true, 3), 1, "3 ranks found on 2 cores");
-        assert_eq!(comm(facts(Some(crate::settings::Idle::Yield))).line_candidates(true, 2), 1);
+        // The trial polls as the line path will (`LINE_POLL_GAP_NS` apart).
+        let path = pause::line_path(pause::LINE_POLL_GAP_NS);
+        assert_eq!(own.line_trial(true, 2), Trial { lines: 16, pauses: path });
+        assert_eq!(own.line_trial(false, 2), Trial::NONE);
+        assert_eq!(own.line_trial(true, 3), Trial::NONE, "3 ranks found on 2 cores");
+        assert_eq!(comm(facts(Some(crate::settings::Idle::Yield))).line_trial(true, 2), Trial::NONE);
         let told_to_spin = PolicyFacts { job_ranks: 3, ..facts(Some(crate::settings::Idle::Spin)) };
         assert!(told_to_spin.policy().keeps_core());
-        assert_eq!(comm(told_to_spin).line_candidates(true, 3), 1);
+        assert_eq!(comm(told_to_spin).line_trial(true, 3), Trial::NONE);
+        // A gap of 0: a look after each PAUSE, in the trial too.
+        let opts = Options {
+            policy: facts(None).policy(),
+            facts: Some(facts(None)),
+            line_candidates: 16,
+            line_poll_gap_ns: 0.0,
+            ..Options::for_tests(Algorithm::Line, None)
+        };
+        let tight = Comm::new(eps[0].clone(), 0, 2, 3, false, opts);
+        assert_eq!(tight.line_trial(true, 2), Trial { lines: 16, pauses: 1 });
     }
 }

@@ -54,8 +54,8 @@ impl Packed for Ticket {
 pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>, c_int> {
     let t = c.layout().expect("one-node layout");
     let asked = (c.settings(), c.asks_auto());
-    let lines = c.line_candidates(lookout.blocking(), t.local.len());
-    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout), lines)
+    let trial = c.line_trial(lookout.blocking(), t.local.len());
+    DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout), trial)
 }
 
 /// The blocking barrier on a ready device: enter and wait.

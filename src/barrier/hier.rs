@@ -92,8 +92,8 @@ impl<P: P2p> HierOp<P> {
                             None
                         } else {
                             let (p2p, place) = (st.p2p().clone(), st.place(t.me));
-                            let lines = st.line_candidates(self.blocking, t.local.len());
-                            Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None, lines)?)
+                            let trial = st.line_trial(self.blocking, t.local.len());
+                            Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None, trial)?)
                         };
                         st.adopt_layout(t, agreed);
                         match boot {

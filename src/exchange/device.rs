@@ -16,7 +16,7 @@
 //! the one every member runs, and rank 0 names any member that differed.
 //!
 //! On the line barrier the verdict also says how many candidate lines the
-//! ranks try (rank 0's `line_candidates`), and the exchange ends with that
+//! ranks try (rank 0's `Comm::line_trial`), and the exchange ends with that
 //! trial on the segment (`line_pick`), so the first barrier hands over a
 //! device already on its fastest line.
 
@@ -29,7 +29,7 @@ use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;
 use crate::ompi::report::{self, Topic};
-use crate::shm::line_pick::{Failed, LinePick, Picked};
+use crate::shm::line_pick::{Failed, LinePick, Picked, Trial};
 use crate::shm::segment::{Offer, Segment, LINE_SLOTS};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
@@ -130,8 +130,9 @@ pub struct DeviceExchange<P: P2p> {
     lookout: Option<Lookout>,
     /// Our place in the node's caches, written into the segment's table.
     place: Place,
-    /// Candidate lines the line barrier tries (rank 0's count wins).
-    lines: usize,
+    /// The line barrier's trial of candidate lines (rank 0's count wins;
+    /// each rank polls with its own PAUSEs).
+    trial: Trial,
     /// During the trial (`Stage::Pick`): it, the agreement, the device.
     picking: Option<(LinePick, Agreed, Segment)>,
 }
@@ -141,8 +142,9 @@ impl<P: P2p> DeviceExchange<P> {
     /// at least 2) as `members[me]`, with our `settings` (rank 0's win;
     /// `auto`: their algorithm is `auto` resolved) and our `place` in the
     /// node's caches (the trees follow them); `lookout` when it is the
-    /// communicator's first exchange; `lines`: the candidate lines the line
-    /// barrier would try (`line_pick`; 1 or less: none), rank 0's counts.
+    /// communicator's first exchange; `trial`: the candidate lines the line
+    /// barrier would try (`line_pick`; 1 or less: none; rank 0's count
+    /// counts) and how this rank polls them.
     pub fn start(
         p2p: P,
         members: &[c_int],
@@ -150,7 +152,7 @@ impl<P: P2p> DeviceExchange<P> {
         (settings, auto): (Settings, bool),
         place: Place,
         lookout: Option<Lookout>,
-        lines: usize,
+        trial: Trial,
     ) -> Result<DeviceExchange<P>, c_int> {
         let n = members.len();
         let mut b = DeviceExchange {
@@ -169,7 +171,7 @@ impl<P: P2p> DeviceExchange<P> {
             disagreement: None,
             lookout,
             place,
-            lines,
+            trial,
             picking: None,
         };
         if me == 0 {
@@ -287,9 +289,9 @@ impl<P: P2p> DeviceExchange<P> {
         }
         let linear = self.settings.algorithm == Algorithm::Linear && verdict.as_ref().is_err_and(|w| w.is_empty());
         self.verdict[0] = words::hello();
-        let trial = self.settings.algorithm == Algorithm::Line && self.lines >= 2;
+        let trial = self.settings.algorithm == Algorithm::Line && self.trial.lines >= 2;
         self.verdict[1] = match &verdict {
-            Ok(_) if trial => VERDICT_DEVICE | (self.lines.min(LINE_SLOTS) as u64) << 8,
+            Ok(_) if trial => VERDICT_DEVICE | (self.trial.lines.min(LINE_SLOTS) as u64) << 8,
             Ok(_) => VERDICT_DEVICE,
             Err(_) if linear => VERDICT_LINEAR,
             Err(_) => VERDICT_FALLBACK,
@@ -391,7 +393,7 @@ impl<P: P2p> DeviceExchange<P> {
                     let lines = (self.verdict[1] >> 8) as usize;
                     match segment {
                         Some(seg) if algorithm == Algorithm::Line && (2..=LINE_SLOTS).contains(&lines) => {
-                            let pick = LinePick::new(self.me, lines, crate::wait::now_ns);
+                            let pick = LinePick::new(self.me, lines, self.trial.pauses, crate::wait::now_ns);
                             self.picking = Some((pick, agreed, seg));
                             self.stage = Stage::Pick;
                         }
@@ -490,7 +492,7 @@ mod tests {
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
             let s = Settings { algorithm: algs[me].for_node(n, me.is_multiple_of(2)), inter: None };
-            let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None, lines[me])
+            let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None, Trial { lines: lines[me], pauses: 1 })
                 .unwrap();
             loop {
                 if let Some(a) = b.poll().unwrap() {
@@ -574,7 +576,7 @@ mod tests {
         // line's has the warm-up and the announcement too), which every
         // wire there holds.
         use crate::shm::line_pick::{PASSES, PER_BLOCK};
-        let want = (PASSES * PER_BLOCK + if used[0].0 == 0 { 2 } else { 0 }) as u8;
+        let want = (PASSES * PER_BLOCK + if used[0].0 == 0 { 2 } else { 0 }) as u8 & line::COUNT;
         for s in &segs {
             assert_eq!(s.line_mine().load(SeqCst), want);
             assert!(s.line_wires().iter().all(|w| w.load(SeqCst) == want));

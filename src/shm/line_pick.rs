@@ -13,7 +13,13 @@
 //!
 //! The trial is line barriers, so it is itself a barrier: warm-up on the
 //! first line, `PASSES` rounds of `PER_BLOCK` barriers on each candidate,
-//! then an announcement on the first line. Rank 0 times each block and
+//! then an announcement on the first line. It polls as the barrier it
+//! picks for will (`Trial::pauses`), in blocks long enough to read what
+//! that barrier then costs: with blocks of 16 and a look after each PAUSE,
+//! 10% of 2-rank communicators ran at 1.2x or more their launch's fastest
+//! one, as many as with no trial; with blocks of 64 polled as the line
+//! path polls, 5% (docs/benchmarks.md, "The line trial polls as the line
+//! path does"). Rank 0 times each block and
 //! keeps each line's fastest; before it arrives at the announcement it
 //! writes its pick into the segment (`Segment::line_pick`), which every
 //! rank reads once that barrier releases it (a wire's release store and
@@ -23,7 +29,7 @@
 //! Non-blocking, as the device exchange it ends (`exchange::device`):
 //! `poll` polls a barrier a bounded number of times and returns to its
 //! caller's wait loop. Rank 0 asks for a trial only in a blocking
-//! MPI_Barrier (`Comm::line_candidates`): from progress, in a first
+//! MPI_Barrier (`Comm::line_trial`): from progress, in a first
 //! MPI_Ibarrier or MPI_Start, each of its barriers would wait for every
 //! rank's next MPI call, and its times would measure those.
 
@@ -33,12 +39,32 @@ use crate::core::line::{self, Count};
 use crate::shm::segment::{Segment, LINE_SLOTS};
 use crate::sync::AtomicU8;
 
-/// Barriers timed together on one candidate line.
-pub const PER_BLOCK: usize = 16;
+/// Barriers timed together on one candidate line. Blocks of 16 read 80-110
+/// ns a barrier where the barrier then ran at 60-70, and the line they
+/// picked served no better than the first; blocks of 64 read what the
+/// barrier then runs at. Not the first barriers alone: 8 untimed before 16
+/// timed picked worse still (docs/benchmarks.md, "The line trial polls as
+/// the line path does").
+pub const PER_BLOCK: usize = 64;
 /// Rounds over the candidates; each line's fastest block counts.
 pub const PASSES: usize = 3;
 /// Polls of a pending barrier before `poll` returns to its caller.
 const SPINS: u32 = 1024;
+
+/// What a rank's trial is asked to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trial {
+    /// Candidate lines to try (2 to `LINE_SLOTS`; fewer: no trial).
+    pub lines: usize,
+    /// PAUSEs after each look at a pending barrier (at least 1), as the
+    /// barrier on the line picked will make (`pause::line_path`).
+    pub pauses: u32,
+}
+
+impl Trial {
+    /// No trial: the first line serves.
+    pub const NONE: Trial = Trial { lines: 1, pauses: 1 };
+}
 
 /// The trial's outcome on one rank.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +91,8 @@ pub enum Failed {
 pub struct LinePick {
     me: usize,
     slots: usize,
+    /// PAUSEs after each look (`Trial::pauses`).
+    pauses: u32,
     /// Barriers of the trial this rank has left.
     step: usize,
     /// Our count on each candidate line.
@@ -81,12 +109,14 @@ pub struct LinePick {
 
 impl LinePick {
     /// Rank `me`'s trial of `slots` candidate lines (2 to `LINE_SLOTS`),
-    /// timed by `clock` (ns; read on rank 0 only).
-    pub fn new(me: usize, slots: usize, clock: fn() -> u64) -> LinePick {
+    /// `pauses` PAUSEs after each look (at least 1), timed by `clock` (ns;
+    /// read on rank 0 only).
+    pub fn new(me: usize, slots: usize, pauses: u32, clock: fn() -> u64) -> LinePick {
         assert!((2..=LINE_SLOTS).contains(&slots), "{slots} candidate lines");
         LinePick {
             me,
             slots,
+            pauses: pauses.max(1),
             step: 0,
             counts: Default::default(),
             pending: None,
@@ -153,7 +183,9 @@ impl LinePick {
                 if spins == SPINS {
                     return Ok(None);
                 }
-                std::hint::spin_loop();
+                for _ in 0..self.pauses {
+                    std::hint::spin_loop();
+                }
             }
             self.pending = None;
             if self.me == 0 && self.step.is_multiple_of(PER_BLOCK) && self.step + 1 < self.total() {
@@ -195,13 +227,20 @@ mod tests {
     use std::sync::Arc;
 
     /// Runs the trial of `slots` lines among `n` threads on one segment,
-    /// each polling to the end (rank 0 timed by `clock`), then, in the same
+    /// `pauses` PAUSEs after each look, each polling to the end (rank 0
+    /// timed by `clock`), then, in the same
     /// threads and at once, `rounds` line barriers on the line each picked
     /// from its count there, checking that no thread leaves a barrier
     /// before every thread entered it (a fast thread is on the line picked
     /// while a slow one may still wait for the announcement). Every
     /// thread's outcome, and the segment.
-    fn trial_then(n: usize, slots: usize, clock: fn() -> u64, rounds: usize) -> (Arc<Segment>, Vec<Picked>) {
+    fn trial_then(
+        n: usize,
+        slots: usize,
+        pauses: u32,
+        clock: fn() -> u64,
+        rounds: usize,
+    ) -> (Arc<Segment>, Vec<Picked>) {
         let seg = Arc::new(Segment::create(n, 1).unwrap());
         let entered = AtomicUsize::new(0);
         let out = std::thread::scope(|s| {
@@ -209,7 +248,7 @@ mod tests {
                 .map(|me| {
                     let (seg, entered) = (Arc::clone(&seg), &entered);
                     s.spawn(move || {
-                        let mut p = LinePick::new(me, slots, clock);
+                        let mut p = LinePick::new(me, slots, pauses, clock);
                         let done = loop {
                             if let Some(done) = p.poll(&seg).unwrap() {
                                 break done;
@@ -275,15 +314,15 @@ mod tests {
     fn every_rank_keeps_the_fastest_line() {
         for (fast, clock) in [(5, line_5_fastest as fn() -> u64), (0, line_0_fastest)] {
             for n in [2, 3, 5] {
-                let (seg, out) = trial_then(n, 16, clock, 0);
-                let want = (PASSES * PER_BLOCK + if fast == 0 { 2 } else { 0 }) as u8;
+                let (seg, out) = trial_then(n, 16, 1, clock, 0);
+                let want = (PASSES * PER_BLOCK + if fast == 0 { 2 } else { 0 }) as u8 & line::COUNT;
                 for (r, p) in out.iter().enumerate() {
                     assert_eq!((p.slot, p.count), (fast, want), "n={n} rank {r}");
                     assert_eq!(p.times.is_some(), r == 0, "n={n} rank {r}");
                 }
                 let (picked, first) = out[0].times.unwrap();
                 let first_ns = if fast == 0 { 1_000.0 } else { 3_000.0 };
-                assert_eq!((picked, first), (1_000.0 / 16.0, first_ns / 16.0));
+                assert_eq!((picked, first), (1_000.0 / PER_BLOCK as f64, first_ns / PER_BLOCK as f64));
                 // Every wire of the line picked holds that count.
                 let w = seg.line_candidate(fast);
                 assert!(w.iter().all(|w| w.load(SeqCst) == want), "n={n}");
@@ -292,18 +331,19 @@ mod tests {
     }
 
     /// With the real clock the ranks agree on whichever line it picks, and
-    /// the line barrier goes on on it from every rank's count at once.
+    /// the line barrier goes on on it from every rank's count at once,
+    /// whatever PAUSEs each rank makes after a look (ranks time their own).
     #[test]
     fn the_ranks_agree_and_barriers_go_on_on_the_line_picked() {
-        for (n, slots) in [(2, 2), (3, 16), (4, 7)] {
-            let (_, out) = trial_then(n, slots, crate::wait::now_ns, 300);
+        for (n, slots, pauses) in [(2, 2, 1), (3, 16, 3), (4, 7, 0), (2, 16, 64)] {
+            let (_, out) = trial_then(n, slots, pauses, crate::wait::now_ns, 300);
             let p0 = out[0];
             assert!(p0.slot < slots);
             assert!(out.iter().all(|p| (p.slot, p.count) == (p0.slot, p0.count)), "n={n}: {out:?}");
         }
         // And on a line picked by a clock that names one.
         for (n, clock) in [(3, line_5_fastest as fn() -> u64), (2, line_0_fastest)] {
-            let (_, out) = trial_then(n, 16, clock, 300);
+            let (_, out) = trial_then(n, 16, 3, clock, 300);
             assert!(out.iter().all(|p| p.slot == out[0].slot), "n={n}: {out:?}");
         }
     }
@@ -313,7 +353,7 @@ mod tests {
     #[test]
     fn a_failed_device_ends_the_trial() {
         let seg = Segment::create(2, 1).unwrap();
-        let mut p = LinePick::new(1, 4, crate::wait::now_ns);
+        let mut p = LinePick::new(1, 4, 1, crate::wait::now_ns);
         assert_eq!(p.poll(&seg), Ok(None), "rank 0 never arrives");
         seg.set_failed();
         assert_eq!(p.poll(&seg), Err(Failed::Device));
@@ -324,7 +364,7 @@ mod tests {
     #[test]
     fn a_peer_refuses_an_announcement_that_names_no_candidate() {
         let seg = Segment::create(2, 1).unwrap();
-        let p = LinePick::new(1, 4, crate::wait::now_ns);
+        let p = LinePick::new(1, 4, 1, crate::wait::now_ns);
         for bad in [0, 5, u32::MAX] {
             seg.line_pick().store(bad, SeqCst);
             assert_eq!(p.end(&seg), Err(Failed::Announcement(bad)), "{bad}");
