@@ -191,7 +191,7 @@ fn the_line_barrier_runs_on_the_line_its_trial_picked() {
     for (np, env, trial) in [
         (2, &[][..], two),
         (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "1")][..], false),
-        (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "4")][..], two),
+        (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "16")][..], two),
         (2, &[(idle, "yield")][..], false),
         (more, &[][..], false),
         (more, &[(idle, spin)][..], false),
@@ -201,7 +201,7 @@ fn the_line_barrier_runs_on_the_line_its_trial_picked() {
         assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
         let err = job.stderr();
         let world = err.lines().find(|l| l.contains("'MPI_COMM_WORLD' (cid 0,")).expect("rank 0's verbose line");
-        let of = env.iter().find(|e| e.0.ends_with("line_candidates")).map_or("8", |e| e.1);
+        let of = env.iter().find(|e| e.0.ends_with("line_candidates")).map_or("4", |e| e.1);
         let said = format!(" of {of} candidates, fastest in their trial: ");
         assert_eq!(world.contains(&said), trial, "np {np} {env:?}: {world}\n{}", job.dump());
     }

@@ -53,11 +53,12 @@ static mut SPIN: c_int = -1;
 /// job's path, short of a batch job's time limit.
 pub const DEFAULT_STALL_NOTICE: c_int = 60;
 static mut STALL_NOTICE: c_int = DEFAULT_STALL_NOTICE;
-/// Default of `line_candidates`: half the candidate lines the segment
-/// holds. With the trial's blocks of 64 barriers, 8 candidates left as few
-/// communicators on a slow line as 16 did, at half the first barrier's
-/// cost (docs/benchmarks.md, "The line trial polls as the line path does").
-pub const DEFAULT_LINE_CANDIDATES: c_int = 8;
+/// Default of `line_candidates`: a quarter of the candidate lines the
+/// segment holds. With the trial's blocks of 64 barriers, 4 candidates
+/// left as few communicators on a slow line as 8 or 16 did, for a trial as
+/// long as the one of 16 lines in blocks of 16 before (docs/benchmarks.md,
+/// "The line trial polls as the line path does").
+pub const DEFAULT_LINE_CANDIDATES: c_int = 4;
 const _: () = assert!(DEFAULT_LINE_CANDIDATES as usize <= crate::shm::segment::LINE_SLOTS);
 static mut LINE_CANDIDATES: c_int = DEFAULT_LINE_CANDIDATES;
 /// Default of `line_poll_gap` (`pause::LINE_POLL_GAP_NS`).
@@ -210,10 +211,10 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                 c"Cache lines the line barrier tries at a communicator's first barrier, keeping the fastest \
                   for the barriers after it (a line passed between cores costs more or less by its address: \
                   on mesh CPUs each line has its home in one L3 slice). Rank 0's value counts. The trial runs \
-                  3 blocks of 64 barriers per line (1538 barriers for 8 lines), each rank looking as its \
+                  3 blocks of 64 barriers per line (770 barriers for 4 lines), each rank looking as its \
                   MPI_Barrier will (coll_hwbarr_line_poll_gap), in a blocking MPI_Barrier only, where the \
                   node's ranks keep their cores (the spin policy, with no more ranks than cores). 1 or less: \
-                  no trial, the first line; at most 16. Default: 8",
+                  no trial, the first line; at most 16. Default: 4",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(LINE_CANDIDATES),
             ),
