@@ -537,14 +537,14 @@ impl<P: P2p> Comm<P> {
     /// Progress passes, which may run beside the issuer, count into
     /// `served_async` (`count_served_async`).
     pub fn count_served(&self) {
-        self.served.store(self.served.load(Relaxed) + 1, Relaxed);
+        wait::bump(&self.served);
     }
 
     /// Counts a barrier served by the line path of a thread that found no
     /// other of its process waiting (`crowd_line`); the issuer's, as
     /// `count_served`.
     pub fn count_served_lone(&self) {
-        self.served_lone.store(self.served_lone.load(Relaxed) + 1, Relaxed);
+        wait::bump(&self.served_lone);
     }
 
     /// Counts a barrier that a progress pass completed, maybe on another
@@ -629,8 +629,9 @@ impl<P: P2p> Comm<P> {
             _ => 0,
         };
         let pauses = if polls > 0 { pause::line_path(self.opts.line_poll_gap_ns) } else { 1 };
+        let crowd = self.crowd().is_some();
         if polls > 0 && self.rank == 0 && self.opts.verbose >= 2 {
-            let whom = if self.crowd().is_some() { ", for a thread that finds no other of its process waiting" } else { "" };
+            let whom = if crowd { ", for a thread that finds no other of its process waiting" } else { "" };
             // The PAUSE is timed only for a gap (`pause::line_path`).
             let each = match self.opts.line_poll_gap_ns > 0.0 {
                 true => format!(" ({:.1} ns each here)", pause::pause_ns()),
@@ -645,7 +646,7 @@ impl<P: P2p> Comm<P> {
         }
         let line = LinePolls { polls, pauses };
         let none = LinePolls { polls: 0, pauses };
-        let (line, crowd_line) = if self.crowd().is_some() { (none, line) } else { (line, none) };
+        let (line, crowd_line) = if crowd { (none, line) } else { (line, none) };
         let _ = self.route.set(Routed { route, line, crowd_line });
     }
 

@@ -223,8 +223,9 @@ pub struct WindowCounts {
 
 /// Adds one to a counter only its communicator's issuer writes (MPI orders
 /// a communicator's collectives): a plain load and store, no locked add on
-/// the start's path.
-fn bump(n: &AtomicU64) {
+/// a barrier's or a start's path.
+#[inline(always)]
+pub(crate) fn bump(n: &AtomicU64) {
     n.store(n.load(Relaxed) + 1, Relaxed);
 }
 

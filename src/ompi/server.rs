@@ -301,10 +301,11 @@ impl Server {
     /// (`device::line_barrier`); None, with nothing done, where it does not
     /// take that path (`Comm::line_polls`: another route, waiters that give
     /// their cores up, or threads that may crowd: `crowd_line_barrier`), on
-    /// a broken communicator or with barriers in flight. Runs outside the panic containment (it cannot panic); a
-    /// barrier its first polls did not see released goes on in
-    /// `line_wait`, contained. Not in a build with fault injection, whose
-    /// faults fire on the contained path (`barrier`).
+    /// a broken communicator or with barriers in flight. Runs outside the
+    /// panic containment (it cannot panic); a barrier its first polls did
+    /// not see released goes on in `line_wait`, contained. Not in a build
+    /// with fault injection, whose faults fire on the contained path
+    /// (`barrier`).
     #[inline(always)]
     pub fn line_barrier(&self) -> Option<c_int> {
         let line = self.line_polls()?;
