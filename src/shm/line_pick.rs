@@ -41,14 +41,16 @@ use crate::sync::AtomicU8;
 
 /// Barriers timed together on one candidate line. Blocks of 16 read 80-110
 /// ns a barrier where the barrier then ran at 60-70, and the line they
-/// picked served no better than the first; blocks of 64 read what the
+/// picked left as many communicators slow as no trial; blocks of 64 read what the
 /// barrier then runs at. Not the first barriers alone: 8 untimed before 16
 /// timed picked worse still (docs/benchmarks.md, "The line trial polls as
 /// the line path does").
 pub const PER_BLOCK: usize = 64;
 /// Rounds over the candidates; each line's fastest block counts.
 pub const PASSES: usize = 3;
-/// Polls of a pending barrier before `poll` returns to its caller.
+/// PAUSEs a pending barrier is polled with before `poll` returns to its
+/// caller (looks: this over `pauses`, at least one), so that its caller's
+/// wait loop gets its turn as often whatever the PAUSEs per look.
 const SPINS: u32 = 1024;
 
 /// What a rank's trial is asked to do.
@@ -174,13 +176,13 @@ impl LinePick {
                 }
             };
             let wires = seg.line_candidate(slot);
-            let mut spins = 0;
+            let mut spins: u32 = 0;
             while !line::is_released(wires, count) {
                 if seg.failed() {
                     return Err(Failed::Device);
                 }
                 spins += 1;
-                if spins == SPINS {
+                if spins.saturating_mul(self.pauses) >= SPINS {
                     return Ok(None);
                 }
                 for _ in 0..self.pauses {
