@@ -886,15 +886,20 @@ mod tests {
         let told_to_spin = PolicyFacts { job_ranks: 3, ..facts(Some(crate::settings::Idle::Spin)) };
         assert!(told_to_spin.policy().keeps_core());
         assert_eq!(comm(told_to_spin).line_trial(true, 3), Trial::NONE);
-        // A gap of 0: a look after each PAUSE, in the trial too.
-        let opts = Options {
-            policy: facts(None).policy(),
-            facts: Some(facts(None)),
-            line_candidates: 16,
-            line_poll_gap_ns: 0.0,
-            ..Options::for_tests(Algorithm::Line, None)
+        // The gap set is the trial's: 0 is a look after each PAUSE; 100 µs is
+        // the most PAUSEs a look on any cpu (PAUSE < 1.5 µs), so the two
+        // differ wherever this runs.
+        let gapped = |gap| {
+            let opts = Options {
+                policy: facts(None).policy(),
+                facts: Some(facts(None)),
+                line_candidates: 16,
+                line_poll_gap_ns: gap,
+                ..Options::for_tests(Algorithm::Line, None)
+            };
+            Comm::new(eps[0].clone(), 0, 2, 3, false, opts)
         };
-        let tight = Comm::new(eps[0].clone(), 0, 2, 3, false, opts);
-        assert_eq!(tight.line_trial(true, 2), Trial { lines: 16, pauses: 1 });
+        assert_eq!(gapped(0.0).line_trial(true, 2), Trial { lines: 16, pauses: 1 });
+        assert_eq!(gapped(100_000.0).line_trial(true, 2), Trial { lines: 16, pauses: pause::MOST_PER_POLL });
     }
 }

@@ -92,6 +92,10 @@ impl<P: P2p> HierOp<P> {
                             None
                         } else {
                             let (p2p, place) = (st.p2p().clone(), st.place(t.me));
+                            // The node's part of this barrier is polled by the wait
+                            // loop (`device::tested`), not the line path, so the trial's
+                            // looks, spaced as the line path's, may read a line otherwise
+                            // than this barrier will run on it (not measured: one host here).
                             let trial = st.line_trial(self.blocking, t.local.len());
                             Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None, trial)?)
                         };

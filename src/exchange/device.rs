@@ -323,6 +323,13 @@ impl<P: P2p> DeviceExchange<P> {
         Ok(())
     }
 
+    /// This rank's part in a trial of `lines` candidate lines: rank 0's
+    /// count (from the verdict), this rank's PAUSEs a look (its own cpu's
+    /// line path).
+    fn line_pick(&self, lines: usize) -> LinePick {
+        LinePick::new(self.me, lines, self.trial.pauses, crate::wait::now_ns)
+    }
+
     /// Advances the exchange without blocking. `Ok(None)`: not finished.
     /// `Ok(Some((agreed, segment)))`: the agreed outcome, and the device
     /// (every member mapped it) unless the ranks go without one: rank 0
@@ -393,7 +400,7 @@ impl<P: P2p> DeviceExchange<P> {
                     let lines = (self.verdict[1] >> 8) as usize;
                     match segment {
                         Some(seg) if algorithm == Algorithm::Line && (2..=LINE_SLOTS).contains(&lines) => {
-                            let pick = LinePick::new(self.me, lines, self.trial.pauses, crate::wait::now_ns);
+                            let pick = self.line_pick(lines);
                             self.picking = Some((pick, agreed, seg));
                             self.stage = Stage::Pick;
                         }
@@ -479,10 +486,21 @@ mod tests {
 
     /// As `exchange_versions`, rank r offering `lines[r]` candidate lines.
     fn exchange_lines(algs: &[Algorithm], others: &[usize], lines: &[usize]) -> Vec<(Agreed, Option<Segment>)> {
+        let trials: Vec<Trial> = lines.iter().map(|&lines| Trial { lines, pauses: 1 }).collect();
+        exchange_trials(algs, others, &trials).into_iter().map(|(a, _)| a).collect()
+    }
+
+    /// As `exchange_versions`, rank r asked for `trials[r]`; with each
+    /// outcome, the PAUSEs a look its line trial makes.
+    fn exchange_trials(
+        algs: &[Algorithm],
+        others: &[usize],
+        trials: &[Trial],
+    ) -> Vec<((Agreed, Option<Segment>), u32)> {
         let n = algs.len();
         let algs = algs.to_vec();
         let others = others.to_vec();
-        let lines = lines.to_vec();
+        let trials = trials.to_vec();
         mem::run(mem::network(&vec!["a"; n]), move |ep| {
             let me = ep.rank() as usize;
             if others.contains(&me) {
@@ -492,11 +510,12 @@ mod tests {
             }
             let members: Vec<c_int> = (0..n as c_int).collect();
             let s = Settings { algorithm: algs[me].for_node(n, me.is_multiple_of(2)), inter: None };
-            let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None, Trial { lines: lines[me], pauses: 1 })
+            let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None, trials[me])
                 .unwrap();
+            let pauses = b.line_pick(2).pauses();
             loop {
                 if let Some(a) = b.poll().unwrap() {
-                    return a;
+                    return (a, pauses);
                 }
                 std::thread::yield_now();
             }
@@ -588,6 +607,20 @@ mod tests {
             let out = exchange_lines(&algs, &[], &lines);
             assert!(out.iter().all(|(_, s)| s.as_ref().unwrap().line_in_use() == (0, None)), "{algs:?} {lines:?}");
         }
+    }
+
+    /// Each rank's trial looks with the PAUSEs its own `Trial` asks (its
+    /// own cpu's line path), while the number of lines is rank 0's.
+    #[test]
+    fn each_rank_trial_pauses_as_its_trial_asks() {
+        use Algorithm::*;
+        let trials = [Trial { lines: 3, pauses: 5 }, Trial { lines: 16, pauses: 64 }, Trial { lines: 1, pauses: 1 }];
+        let out = exchange_trials(&[Line, Line, Line], &[], &trials);
+        let pauses: Vec<_> = out.iter().map(|(_, p)| *p).collect();
+        assert_eq!(pauses, [5, 64, 1]);
+        let used: Vec<_> = out.iter().map(|((_, seg), _)| seg.as_ref().unwrap().line_in_use()).collect();
+        assert_eq!(used[0].1.map(|t| t.0), Some(3), "rank 0's 3 lines: {used:?}");
+        assert!(used.iter().all(|u| u.0 == used[0].0), "{used:?}");
     }
 
     #[test]

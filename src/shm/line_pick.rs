@@ -39,19 +39,25 @@ use crate::core::line::{self, Count};
 use crate::shm::segment::{Segment, LINE_SLOTS};
 use crate::sync::AtomicU8;
 
-/// Barriers timed together on one candidate line. Blocks of 16 read 80-110
-/// ns a barrier where the barrier then ran at 60-70, and the line they
-/// picked left as many communicators slow as no trial; blocks of 64 read what the
-/// barrier then runs at. Not the first barriers alone: 8 untimed before 16
+/// Barriers timed together on one candidate line. Blocks of 16 read 76-116
+/// ns a barrier where the barrier then ran at 60-74, and the line they
+/// picked left as many communicators slow as no trial; blocks of 64 read
+/// 56-63, close to what the barrier then runs at. Not the first barriers alone: 8 untimed before 16
 /// timed picked worse still (docs/benchmarks.md, "The line trial polls as
 /// the line path does").
 pub const PER_BLOCK: usize = 64;
 /// Rounds over the candidates; each line's fastest block counts.
 pub const PASSES: usize = 3;
 /// PAUSEs a pending barrier is polled with before `poll` returns to its
-/// caller (looks: this over `pauses`, at least one), so that its caller's
-/// wait loop gets its turn as often whatever the PAUSEs per look.
+/// caller (`looks_per_poll`), so that its caller's wait loop gets its turn
+/// as often whatever the PAUSEs per look.
 const SPINS: u32 = 1024;
+
+/// Looks at a pending barrier, `pauses` PAUSEs after each, before `poll`
+/// returns: `SPINS` PAUSEs' worth, at least one look.
+pub fn looks_per_poll(pauses: u32) -> u32 {
+    SPINS.div_ceil(pauses.max(1))
+}
 
 /// What a rank's trial is asked to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +101,8 @@ pub struct LinePick {
     slots: usize,
     /// PAUSEs after each look (`Trial::pauses`).
     pauses: u32,
+    /// Looks at a pending barrier per `poll` (`looks_per_poll`).
+    looks: u32,
     /// Barriers of the trial this rank has left.
     step: usize,
     /// Our count on each candidate line.
@@ -119,6 +127,7 @@ impl LinePick {
             me,
             slots,
             pauses: pauses.max(1),
+            looks: looks_per_poll(pauses),
             step: 0,
             counts: Default::default(),
             pending: None,
@@ -131,6 +140,11 @@ impl LinePick {
     /// The candidate lines tried.
     pub fn slots(&self) -> usize {
         self.slots
+    }
+
+    /// PAUSEs after each look.
+    pub fn pauses(&self) -> u32 {
+        self.pauses
     }
 
     /// Barriers in the trial: warm-up, the blocks, the announcement.
@@ -176,13 +190,13 @@ impl LinePick {
                 }
             };
             let wires = seg.line_candidate(slot);
-            let mut spins: u32 = 0;
+            let mut looks: u32 = 0;
             while !line::is_released(wires, count) {
                 if seg.failed() {
                     return Err(Failed::Device);
                 }
-                spins += 1;
-                if spins.saturating_mul(self.pauses) >= SPINS {
+                looks += 1;
+                if looks >= self.looks {
                     return Ok(None);
                 }
                 for _ in 0..self.pauses {
@@ -229,7 +243,7 @@ mod tests {
     use std::sync::Arc;
 
     /// Runs the trial of `slots` lines among `n` threads on one segment,
-    /// `pauses` PAUSEs after each look, each polling to the end (rank 0
+    /// rank r making `pauses[r % len]` PAUSEs after each look, each polling to the end (rank 0
     /// timed by `clock`), then, in the same
     /// threads and at once, `rounds` line barriers on the line each picked
     /// from its count there, checking that no thread leaves a barrier
@@ -239,7 +253,7 @@ mod tests {
     fn trial_then(
         n: usize,
         slots: usize,
-        pauses: u32,
+        pauses: &[u32],
         clock: fn() -> u64,
         rounds: usize,
     ) -> (Arc<Segment>, Vec<Picked>) {
@@ -250,7 +264,7 @@ mod tests {
                 .map(|me| {
                     let (seg, entered) = (Arc::clone(&seg), &entered);
                     s.spawn(move || {
-                        let mut p = LinePick::new(me, slots, pauses, clock);
+                        let mut p = LinePick::new(me, slots, pauses[me % pauses.len()], clock);
                         let done = loop {
                             if let Some(done) = p.poll(&seg).unwrap() {
                                 break done;
@@ -316,7 +330,7 @@ mod tests {
     fn every_rank_keeps_the_fastest_line() {
         for (fast, clock) in [(5, line_5_fastest as fn() -> u64), (0, line_0_fastest)] {
             for n in [2, 3, 5] {
-                let (seg, out) = trial_then(n, 16, 1, clock, 0);
+                let (seg, out) = trial_then(n, 16, &[1], clock, 0);
                 let want = (PASSES * PER_BLOCK + if fast == 0 { 2 } else { 0 }) as u8 & line::COUNT;
                 for (r, p) in out.iter().enumerate() {
                     assert_eq!((p.slot, p.count), (fast, want), "n={n} rank {r}");
@@ -334,10 +348,13 @@ mod tests {
 
     /// With the real clock the ranks agree on whichever line it picks, and
     /// the line barrier goes on on it from every rank's count at once,
-    /// whatever PAUSEs each rank makes after a look (ranks time their own).
+    /// whatever PAUSEs each rank makes after a look (ranks time their own,
+    /// and may differ).
     #[test]
     fn the_ranks_agree_and_barriers_go_on_on_the_line_picked() {
-        for (n, slots, pauses) in [(2, 2, 1), (3, 16, 3), (4, 7, 0), (2, 16, 64)] {
+        let cases: [(usize, usize, &[u32]); 6] =
+            [(2, 2, &[1]), (3, 16, &[3]), (4, 7, &[0]), (2, 16, &[64]), (2, 16, &[1, 64]), (3, 5, &[64, 0, 3])];
+        for (n, slots, pauses) in cases {
             let (_, out) = trial_then(n, slots, pauses, crate::wait::now_ns, 300);
             let p0 = out[0];
             assert!(p0.slot < slots);
@@ -345,9 +362,28 @@ mod tests {
         }
         // And on a line picked by a clock that names one.
         for (n, clock) in [(3, line_5_fastest as fn() -> u64), (2, line_0_fastest)] {
-            let (_, out) = trial_then(n, 16, 3, clock, 300);
+            let (_, out) = trial_then(n, 16, &[3], clock, 300);
             assert!(out.iter().all(|p| p.slot == out[0].slot), "n={n}: {out:?}");
         }
+    }
+
+    /// A pending barrier is polled for `SPINS` PAUSEs, whatever the PAUSEs
+    /// per look, before `poll` returns; a rank whose peers have not come
+    /// returns with the barrier still pending, and arrives only once.
+    #[test]
+    fn a_poll_makes_as_many_pauses_whatever_the_pauses_per_look() {
+        for (pauses, looks) in [(0, 1024), (1, 1024), (3, 342), (64, 16), (1000, 2), (5000, 1)] {
+            assert_eq!(looks_per_poll(pauses), looks, "{pauses}");
+            let p = LinePick::new(1, 4, pauses, crate::wait::now_ns);
+            assert_eq!((p.pauses(), p.looks), (pauses.max(1), looks), "{pauses}");
+        }
+        let seg = Segment::create(2, 1).unwrap();
+        let mut p = LinePick::new(1, 4, 64, crate::wait::now_ns);
+        for _ in 0..3 {
+            assert_eq!(p.poll(&seg), Ok(None), "rank 0 never arrives");
+        }
+        assert_eq!(p.pending.map(|(slot, _)| slot), Some(0), "the warm-up, on the first line");
+        assert_eq!(p.counts[0].load(SeqCst), 1, "one arrival, polled three times");
     }
 
     /// A device marked failed ends the trial with an error on a rank whose
