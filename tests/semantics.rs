@@ -24,6 +24,7 @@ fn ompi_info_lists_component_and_parameters() {
         "stall_notice",
         "line_candidates",
         "line_poll_gap",
+        "kept_segments",
     ] {
         assert!(text.contains(&format!("\"coll_hwbarr_{p}\"")), "missing {p}: {text}");
     }
@@ -527,19 +528,29 @@ fn invalid_values_are_refused_and_the_job_runs_on() {
 }
 
 /// Hundreds of live communicators each get their own segment; freeing
-/// them releases every segment and fd.
+/// them releases every segment and fd but the few a process keeps for its
+/// next communicators (`coll_hwbarr_kept_segments`, 4 by default: segments
+/// with their fds on rank 0, which creates them all), and a second round
+/// leaves no more; with 0 kept, every one.
 #[test]
 fn communicators_release_their_segments() {
-    let job = mpirun(2, &[], &[], &["churn", "300"], 120);
-    assert!(job.ok(), "{}", job.dump());
-    let out = job.stdout();
-    for round in 0..2 {
-        let line = out.lines().find(|l| l.starts_with(&format!("churn round {round}:"))).expect("churn line");
-        let nums: Vec<usize> =
-            line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
-        // round, base, live, after, fds before, fds after
-        assert_eq!(&nums[1..4], &[1, 301, 1], "{line}");
-        assert_eq!(nums[4], nums[5], "fds leaked: {line}");
+    for (kept, env) in
+        [(4, &[][..]), (2, &[("coll_hwbarr_kept_segments", "2")]), (0, &[("coll_hwbarr_kept_segments", "0")])]
+    {
+        let job = mpirun(2, env, &[], &["churn", "300"], 120);
+        assert!(job.ok(), "{}", job.dump());
+        let out = job.stdout();
+        for round in 0..2 {
+            let line = out.lines().find(|l| l.starts_with(&format!("churn round {round}:"))).expect("churn line");
+            let nums: Vec<usize> = line
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect();
+            // round, base, live, after, fds before, fds after
+            assert_eq!(&nums[1..4], &[1, 301, 1 + kept], "kept {kept}: {line}");
+            assert_eq!(nums[5], nums[4] + kept, "kept {kept}: fds leaked: {line}");
+        }
     }
 }
 

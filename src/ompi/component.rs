@@ -265,6 +265,7 @@ unsafe extern "C" fn comm_query(comm: *mut Comm, priority: *mut c_int) -> *mut M
             node::say_place_once();
         }
         let facts = node::policy_facts(&p, local_ranks);
+        crate::shm::kept::KEPT.set(i64::from(p.kept_segments));
         let opts = Options {
             requested,
             inter: p.inter,

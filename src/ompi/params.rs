@@ -42,6 +42,8 @@ pub struct Params {
     /// ns between two looks of MPI_Barrier's line path; 0 or less: a look
     /// after each PAUSE.
     pub line_poll_gap: c_int,
+    /// Freed communicators' segments a process keeps (`shm::kept`).
+    pub kept_segments: c_int,
 }
 
 // Storage Open MPI's variable system writes into (it needs stable
@@ -64,6 +66,7 @@ static mut LINE_CANDIDATES: c_int = DEFAULT_LINE_CANDIDATES;
 /// Default of `line_poll_gap` (`pause::LINE_POLL_GAP_NS`).
 pub const DEFAULT_LINE_POLL_GAP: c_int = crate::pause::LINE_POLL_GAP_NS as c_int;
 static mut LINE_POLL_GAP: c_int = DEFAULT_LINE_POLL_GAP;
+static mut KEPT_SEGMENTS: c_int = crate::shm::kept::DEFAULT as c_int;
 static mut ALGORITHM: c_int = 0;
 static mut IDLE: c_int = 0;
 static mut INTER: c_int = 0;
@@ -77,7 +80,7 @@ static TOPOLOGY: std::sync::OnceLock<Topology> = std::sync::OnceLock::new();
 pub fn current() -> Params {
     // SAFETY: Open MPI writes these only while registering or setting
     // variables, which it does before asking the component anything.
-    let (priority, verbose, spin, stall_notice, line_candidates, line_poll_gap, alg, idle, inter) = unsafe {
+    let (priority, verbose, spin, stall_notice, line_candidates, line_poll_gap, kept_segments, alg, idle, inter) = unsafe {
         (
             *addr_of_mut!(PRIORITY),
             *addr_of_mut!(VERBOSE),
@@ -85,6 +88,7 @@ pub fn current() -> Params {
             *addr_of_mut!(STALL_NOTICE),
             *addr_of_mut!(LINE_CANDIDATES),
             *addr_of_mut!(LINE_POLL_GAP),
+            *addr_of_mut!(KEPT_SEGMENTS),
             *addr_of_mut!(ALGORITHM),
             *addr_of_mut!(IDLE),
             *addr_of_mut!(INTER),
@@ -106,6 +110,7 @@ pub fn current() -> Params {
         stall_notice,
         line_candidates,
         line_poll_gap,
+        kept_segments,
     }
 }
 
@@ -228,6 +233,18 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
                   counts. 0 or less: a look after each PAUSE. Default: 32",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(LINE_POLL_GAP),
+            ),
+            int(
+                c"kept_segments",
+                c"Shared-memory segments of freed communicators a process keeps mapped for its next \
+                  communicators of the same size (the creating rank also keeps their fds open, at most 16 a \
+                  process, live communicators' included), so that setting a device up makes no system calls \
+                  and page faults: a segment serves again only once every rank that mapped it freed its \
+                  communicator, zeroed; a failed or revoked communicator's is never kept. Everything kept \
+                  goes when the process exits. 0 or less: none, each segment unmapped and its fd closed \
+                  with its communicator; at most 64. Default: 4",
+                Lvl::OPAL_INFO_LVL_9,
+                addr_of_mut!(KEPT_SEGMENTS),
             ),
             register_choice::<Option<InterAlgorithm>>(component, Lvl::OPAL_INFO_LVL_5, addr_of_mut!(INTER)),
             mca_base_component_var_register(

@@ -2,10 +2,13 @@
 //! ranks on one node share (`segment`), sleeping on its words (`futex`),
 //! and the protocol by which waiters sleep and releasers wake them without
 //! a lost wake-up (`sleep`, model-checked by `tests/loom_sleep.rs`), the
-//! trial that picks the line barrier's fastest line (`line_pick`), and a
+//! trial that picks the line barrier's fastest line (`line_pick`), the
+//! segments a process keeps for its next communicators (`kept`), and a
 //! yield that tells whether another task ran (`sched`).
 
 pub mod futex;
+#[cfg(not(loom))]
+pub mod kept;
 #[cfg(not(loom))]
 pub mod line_pick;
 pub mod sched;

@@ -9,6 +9,9 @@
 //! lives exactly as long as some rank maps it. So nothing can be left behind
 //! in /dev/shm or in the session directory, however the job ends (SIGKILL
 //! included), and no two communicators can ever meet in one segment by name.
+//! A process keeps a few freed segments mapped, and a creator their fds, for
+//! its next communicators (`shm::kept`); a segment serves another
+//! communicator only once every rank that mapped it let it go.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -18,6 +21,8 @@ use std::ptr::NonNull;
 
 use crate::core::polled::{self, Tree};
 use crate::core::toggle::{Shape, Wires};
+use crate::shm::kept::{Created, Kept, Key, Mapping, KEPT};
+use crate::sync::Ordering::{AcqRel, Acquire, Release};
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
 use crate::wait::HelpPace;
 
@@ -46,6 +51,11 @@ const _: () = assert!(std::mem::size_of::<Header>() <= FAILED_AT);
 /// keep (`shm::line_pick`): in the header's line too, written once.
 const LINE_PICK_AT: usize = 48;
 const _: () = assert!(std::mem::size_of::<Header>() <= LINE_PICK_AT && LINE_PICK_AT + 4 <= FAILED_AT);
+/// Where each rank that mapped the segment for its communicator counts
+/// itself until it lets go (`shm::kept`): in the header's line, written at
+/// the exchange and when the communicator is freed, never in a barrier.
+const USERS_AT: usize = 56;
+const _: () = assert!(LINE_PICK_AT + 4 <= USERS_AT && USERS_AT + 4 <= FAILED_AT);
 
 /// Candidate lines for the line barrier's wires: the ranks try them at
 /// their first barrier and keep the fastest (`shm::line_pick`).
@@ -121,9 +131,20 @@ pub struct Offer {
 /// A mapped segment.
 pub struct Segment {
     base: NonNull<u8>,
+    /// The mapping at `base`, until `drop` unmaps or keeps it.
+    map: Option<Mapping>,
     layout: Layout,
-    /// The creator's memfd, kept open only until every peer attached.
+    /// The creator's memfd, open until every peer attached, and after that
+    /// if `fd_kept`.
     fd: Option<OwnedFd>,
+    /// The creator's fd stays open after the exchange, counted in `kept`.
+    fd_kept: bool,
+    /// Peer: the offer that brought it (`shm::kept::Key`).
+    key: Option<Key>,
+    /// This rank counts in the segment's users until it is dropped.
+    counted: bool,
+    /// Where it goes when dropped.
+    kept: &'static Kept,
     /// The toggle barrier's bank tree and the polled barrier's tree, fixed
     /// when the device is sealed.
     shape: Option<(Shape, Tree)>,
@@ -147,7 +168,7 @@ unsafe impl Send for Segment {}
 // SAFETY: as above: `&Segment` only hands out references to atomics.
 unsafe impl Sync for Segment {}
 
-fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
+fn map(file: &File, len: usize) -> io::Result<Mapping> {
     // SAFETY: a fresh shared mapping of a file we hold open; nothing else
     // in this process aliases it.
     let p = unsafe {
@@ -156,17 +177,37 @@ fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    Ok(NonNull::new(p.cast()).expect("mmap returned NULL"))
+    Ok(Mapping { base: NonNull::new(p.cast()).expect("mmap returned NULL"), len })
+}
+
+/// The 32-bit word at `at` in the header line of a segment mapped at `map`.
+fn header_word(map: &Mapping, at: usize) -> &AtomicU32 {
+    assert!(at + 4 <= 128 && at.is_multiple_of(4) && map.len >= 128);
+    // SAFETY: inside the mapping's first line, 4-byte aligned (the mapping
+    // starts a page); it lives as long as the borrow of `map`.
+    unsafe { &*map.base.as_ptr().add(at).cast::<AtomicU32>() }
+}
+
+/// The header of a segment mapped at `map`.
+fn header(map: &Mapping) -> Header {
+    // SAFETY: the header lies at the start of the mapping, page-aligned.
+    unsafe { map.base.cast::<Header>().as_ptr().read() }
 }
 
 impl Segment {
-    /// A segment mapped at `base`, before its device is sealed.
-    fn mapped(base: NonNull<u8>, layout: Layout, fd: Option<OwnedFd>) -> Segment {
+    /// A segment mapped at `map`, before its device is sealed, not yet
+    /// counted among its users.
+    fn mapped(map: Mapping, layout: Layout, fd: Option<OwnedFd>, kept: &'static Kept) -> Segment {
         let line_wires_at = layout.line_at;
         Segment {
-            base,
+            base: map.base,
+            map: Some(map),
             layout,
             fd,
+            fd_kept: false,
+            key: None,
+            counted: false,
+            kept,
             shape: None,
             help: HelpPace::new(),
             line_wires_at,
@@ -175,9 +216,47 @@ impl Segment {
         }
     }
 
-    /// Creates a zeroed segment for `ranks` ranks, stamped with `token`.
+    /// Creates a zeroed segment for `ranks` ranks, stamped with `token`:
+    /// one this process kept (`shm::kept`) if nobody uses it any more.
     pub fn create(ranks: usize, token: u64) -> io::Result<Segment> {
+        Self::create_in(&KEPT, ranks, token)
+    }
+
+    /// `create`, with the segments `kept` keeps.
+    pub fn create_in(kept: &'static Kept, ranks: usize, token: u64) -> io::Result<Segment> {
         let layout = Layout::new(ranks);
+        let free = |m: &Mapping| header_word(m, USERS_AT).load(Acquire) == 0;
+        let spoiled = |m: &Mapping| header_word(m, FAILED_AT).load(Acquire) != 0;
+        let mut seg = match kept.take_created(ranks, free, spoiled) {
+            Some(Created { map, fd, .. }) => {
+                // SAFETY: every rank that mapped it let it go (the users
+                // word read 0, acquiring each one's release), and nothing
+                // in this process borrows it: zeroed whole, it is as a
+                // fresh memfd's pages are.
+                unsafe { std::ptr::write_bytes(map.base.as_ptr(), 0, map.len) };
+                let mut seg = Segment::mapped(map, layout, Some(fd), kept);
+                seg.fd_kept = true;
+                seg
+            }
+            None => Self::fresh(layout, kept)?,
+        };
+        // SAFETY: the header lies inside the mapping, which no other
+        // process uses, and is suitably aligned (page start).
+        unsafe {
+            seg.base.cast::<Header>().as_ptr().write(Header {
+                magic: MAGIC,
+                token,
+                ranks: ranks as u64,
+                len: layout.len as u64,
+            })
+        };
+        seg.users().store(1, Release);
+        seg.counted = true;
+        Ok(seg)
+    }
+
+    /// A new memfd segment, zeroed, without its header.
+    fn fresh(layout: Layout, kept: &'static Kept) -> io::Result<Segment> {
         let name = CString::new("hwbarr").unwrap();
         // SAFETY: memfd_create with a valid C string; the fd it returns is
         // ours alone and goes straight into an OwnedFd.
@@ -190,19 +269,8 @@ impl Segment {
         let file = File::from(fd);
         file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.set_len(layout.len as u64)?;
-        let base = map(&file, layout.len)?;
-        let seg = Segment::mapped(base, layout, Some(file.into()));
-        // SAFETY: the header lies inside the fresh mapping, which no other
-        // process knows yet, and is suitably aligned (page start).
-        unsafe {
-            base.cast::<Header>().as_ptr().write(Header {
-                magic: MAGIC,
-                token,
-                ranks: ranks as u64,
-                len: layout.len as u64,
-            })
-        };
-        Ok(seg)
+        let m = map(&file, layout.len)?;
+        Ok(Segment::mapped(m, layout, Some(file.into()), kept))
     }
 
     /// What peers need to attach (creator only).
@@ -211,36 +279,71 @@ impl Segment {
         Some(Offer { pid: std::process::id(), fd: fd.as_raw_fd(), len: self.layout.len as u64, token: self.token() })
     }
 
-    /// Maps the segment a peer offered and checks that it is the one meant.
+    /// Maps the segment a peer offered and checks that it is the one meant:
+    /// the mapping this process kept of it if the creator offers it again.
     pub fn attach(offer: &Offer, ranks: usize) -> io::Result<Segment> {
+        Self::attach_in(&KEPT, offer, ranks)
+    }
+
+    /// `attach`, with the mappings `kept` keeps.
+    pub fn attach_in(kept: &'static Kept, offer: &Offer, ranks: usize) -> io::Result<Segment> {
         let layout = Layout::new(ranks);
         let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
         if offer.len != layout.len as u64 {
             return Err(bad("segment size does not match the communicator size"));
         }
-        let path = format!("/proc/{}/fd/{}", offer.pid, offer.fd);
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
-        if file.metadata()?.len() != offer.len {
-            return Err(bad("segment has an unexpected size"));
-        }
-        let base = map(&file, layout.len)?;
-        let seg = Segment::mapped(base, layout, None);
-        // SAFETY: the header lies at the start of the mapping just made.
-        let h = unsafe { base.cast::<Header>().as_ptr().read() };
-        if h.magic != MAGIC || h.token != offer.token || h.ranks != ranks as u64 {
-            return Err(bad("segment is not this communicator's"));
-        }
+        let ours = |m: &Mapping| {
+            let h = header(m);
+            h.magic == MAGIC && h.token == offer.token && h.ranks == ranks as u64
+        };
+        let key = (offer.pid, offer.fd, offer.len);
+        // A kept mapping of another segment (the creator's fd number came
+        // back for a new memfd) reads another token: unmapped here.
+        let m = match kept.take_mapped(key).filter(ours) {
+            Some(m) => m,
+            None => {
+                let path = format!("/proc/{}/fd/{}", offer.pid, offer.fd);
+                let file = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
+                if file.metadata()?.len() != offer.len {
+                    return Err(bad("segment has an unexpected size"));
+                }
+                let m = map(&file, layout.len)?;
+                if !ours(&m) {
+                    return Err(bad("segment is not this communicator's"));
+                }
+                m
+            }
+        };
+        let mut seg = Segment::mapped(m, layout, None, kept);
+        seg.users().fetch_add(1, AcqRel);
+        seg.counted = true;
+        seg.key = Some(key);
         Ok(seg)
     }
 
-    /// Closes the creator's fd once every peer attached: from then on the
-    /// memory lives only in the ranks' mappings. `shape`: the toggle
-    /// barrier's bank tree, `tree`: the polled barrier's, the same on every
-    /// rank.
+    /// The ranks that mapped the segment for its communicator and have not
+    /// let it go.
+    fn users(&self) -> &AtomicU32 {
+        // SAFETY: USERS_AT lies in the first line, past the header, inside
+        // the mapping, 4-byte aligned, zero-initialised.
+        unsafe { &self.slice::<AtomicU32>(USERS_AT, 1)[0] }
+    }
+
+    /// Once every peer attached: the creator keeps its fd open if the
+    /// process's budget allows (`shm::kept`), for a communicator after this
+    /// one, or closes it, and then the memory lives only in the ranks'
+    /// mappings. `shape`: the toggle barrier's bank tree, `tree`: the
+    /// polled barrier's, the same on every rank.
     pub fn seal(&mut self, shape: Shape, tree: Tree) {
         assert!(shape.ranks() == self.layout.ranks && shape.banks() <= self.layout.banks, "a tree the segment holds");
         assert_eq!(tree.ranks(), self.layout.ranks, "a tree for the segment's ranks");
-        self.fd = None;
+        if self.fd.is_some() && !self.fd_kept {
+            if self.kept.take_fd() {
+                self.fd_kept = true;
+            } else {
+                self.fd = None;
+            }
+        }
         self.shape = Some((shape, tree));
     }
 
@@ -432,10 +535,29 @@ impl Segment {
 }
 
 impl Drop for Segment {
+    /// Lets the segment go: kept for a next communicator (`shm::kept`)
+    /// unless its communicator failed, else unmapped (and the creator's fd
+    /// closed). References handed out borrow `self`, so none outlive this.
     fn drop(&mut self) {
-        // SAFETY: we mapped exactly this range; references handed out borrow
-        // `self`, so none outlive the mapping.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.layout.len) };
+        let Some(map) = self.map.take() else { return };
+        // Read before letting go: once the users word reads 0 the creator
+        // may zero the memory for another communicator.
+        let spoiled = self.failed();
+        if self.counted {
+            self.users().fetch_sub(1, Release);
+        }
+        match (self.fd.take(), self.key) {
+            (Some(fd), _) if self.fd_kept => {
+                if spoiled {
+                    drop((map, fd));
+                    self.kept.fd_closed();
+                } else {
+                    self.kept.keep_created(Created { map, fd, ranks: self.layout.ranks });
+                }
+            }
+            (_, Some(key)) if !spoiled => self.kept.keep_mapped(key, map),
+            _ => {}
+        }
     }
 }
 
@@ -462,22 +584,29 @@ mod tests {
         assert!(Layout::new(1000).len >= 128 * (4 * 1000 + 16 + 3));
     }
 
+    /// A process's kept segments of its own, for one test.
+    fn kept(created: usize, mapped: usize, fds: usize) -> &'static Kept {
+        Box::leak(Box::new(Kept::new(created, mapped, fds)))
+    }
+
     #[test]
     fn attach_sees_the_creators_memory_and_rejects_strangers() {
         let n = 3;
-        let mut a = Segment::create(n, 42).unwrap();
+        // No fd kept after the exchange.
+        let kept = kept(4, 4, 0);
+        let mut a = Segment::create_in(kept, n, 42).unwrap();
         let offer = a.offer().unwrap();
-        let b = Segment::attach(&offer, n).unwrap();
+        let b = Segment::attach_in(kept, &offer, n).unwrap();
         counter::arrive(a.counters(), 0);
         assert_eq!(b.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 2);
         let shape = toggle::Shape::new(n);
         toggle::arrive(&shape, &b.wires(), 1);
         assert_eq!(a.wires().banks[0].load(std::sync::atomic::Ordering::SeqCst), 0b10);
         // Wrong token, wrong size: refused.
-        assert!(Segment::attach(&Offer { token: 7, ..offer }, n).is_err());
-        assert!(Segment::attach(&offer, n + 1).is_err());
+        assert!(Segment::attach_in(kept, &Offer { token: 7, ..offer }, n).is_err());
+        assert!(Segment::attach_in(kept, &offer, n + 1).is_err());
         a.seal(shape.clone(), crate::core::polled::Tree::new(n));
-        assert!(Segment::attach(&offer, n).is_err(), "fd closed after seal");
+        assert!(Segment::attach_in(kept, &offer, n).is_err(), "fd closed after seal");
         // b still works after the creator's fd is gone.
         counter::arrive(b.counters(), 1);
         assert_eq!(a.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -487,6 +616,101 @@ mod tests {
         assert!(a.failed());
         assert_eq!(a.revoked(), None);
         assert_eq!(a.counters()[0].load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// A freed segment serves the next communicator of its size only once
+    /// every rank that mapped it let it go, zeroed and stamped anew, at the
+    /// same fd, and its peer finds its own mapping of it again.
+    #[test]
+    fn a_freed_segment_serves_the_next_communicator_once_every_rank_let_go() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (n, kept) = (2, kept(2, 2, 4));
+        let mut a = Segment::create_in(kept, n, 10).unwrap();
+        let offer = a.offer().unwrap();
+        let b = Segment::attach_in(kept, &offer, n).unwrap();
+        a.seal(toggle::Shape::new(n), crate::core::polled::Tree::new(n));
+        counter::arrive(a.counters(), 0);
+        a.line_pick().store(3, SeqCst);
+        let (a_at, b_at) = (a.base, b.base);
+        drop(a);
+        assert_eq!(kept.counts(), (1, 0, 1), "the creator keeps it, with its fd");
+        // Its peer still maps it: the next communicator gets another.
+        let c = Segment::create_in(kept, n, 11).unwrap();
+        assert_ne!(c.base, a_at);
+        assert_ne!(c.offer().unwrap().fd, offer.fd);
+        drop(c);
+        assert_eq!(kept.counts(), (1, 0, 1), "an unsealed segment is not kept");
+        drop(b);
+        assert_eq!(kept.counts(), (1, 1, 1));
+        // Not for another size.
+        let other = Segment::create_in(kept, n + 1, 12).unwrap();
+        assert_ne!(other.base, a_at);
+        drop(other);
+        let d = Segment::create_in(kept, n, 13).unwrap();
+        assert_eq!(d.base, a_at);
+        assert_eq!(d.counters()[0].load(SeqCst), 0, "zeroed");
+        assert_eq!((d.line_pick().load(SeqCst), d.token()), (0, 13));
+        let od = d.offer().unwrap();
+        assert_eq!((od.pid, od.fd, od.len), (offer.pid, offer.fd, offer.len));
+        let e = Segment::attach_in(kept, &od, n).unwrap();
+        assert_eq!(e.base, b_at, "the peer's own mapping, kept");
+        assert_eq!(kept.counts(), (0, 0, 1));
+        counter::arrive(e.counters(), 1);
+        assert_eq!(d.counters()[0].load(SeqCst), -1, "shared memory again");
+        // Both count as users.
+        assert_eq!(d.users().load(SeqCst), 2);
+        drop(e);
+        assert_eq!(d.users().load(SeqCst), 1);
+    }
+
+    /// A failed communicator's segment is never kept, on either side, and
+    /// its fd is closed.
+    #[test]
+    fn a_failed_segment_is_not_kept() {
+        let (n, kept) = (2, kept(2, 2, 4));
+        let mut a = Segment::create_in(kept, n, 20).unwrap();
+        let b = Segment::attach_in(kept, &a.offer().unwrap(), n).unwrap();
+        a.seal(toggle::Shape::new(n), crate::core::polled::Tree::new(n));
+        assert_eq!(kept.counts(), (0, 0, 1));
+        b.set_failed();
+        drop((a, b));
+        assert_eq!(kept.counts(), (0, 0, 0));
+    }
+
+    /// A mapping kept under an offer's key that now names another segment
+    /// (the creator's fd number came back for a new memfd) is not used:
+    /// the peer maps the segment offered and lets the stale one go.
+    #[test]
+    fn a_stale_kept_mapping_is_not_taken_for_the_segment_offered() {
+        let (n, kept) = (2, kept(2, 2, 4));
+        let x = Segment::create_in(kept, n, 30).unwrap();
+        let y = Segment::create_in(kept, n, 31).unwrap();
+        let file = File::from(y.fd.as_ref().unwrap().try_clone().unwrap());
+        let stale = map(&file, y.layout.len).unwrap();
+        let ox = x.offer().unwrap();
+        kept.keep_mapped((ox.pid, ox.fd, ox.len), stale);
+        // The stale mapping reads y's token, 31 (its range may come back
+        // for the new mapping, so the address tells nothing).
+        let b = Segment::attach_in(kept, &ox, n).unwrap();
+        assert_eq!(b.token(), 30);
+        assert_eq!(kept.counts().1, 0, "the stale mapping was let go");
+    }
+
+    /// At most so many segments and mappings kept: the oldest go.
+    #[test]
+    fn kept_segments_are_bounded() {
+        let (n, kept) = (2, kept(2, 1, 3));
+        let mut segs: Vec<Segment> = (0..4).map(|t| Segment::create_in(kept, n, 40 + t).unwrap()).collect();
+        let peers: Vec<Segment> =
+            segs.iter().map(|s| Segment::attach_in(kept, &s.offer().unwrap(), n).unwrap()).collect();
+        for s in &mut segs {
+            s.seal(toggle::Shape::new(n), crate::core::polled::Tree::new(n));
+        }
+        assert_eq!(kept.counts(), (0, 0, 3), "3 fds kept, the 4th closed at its seal");
+        drop(peers);
+        assert_eq!(kept.counts(), (0, 1, 3));
+        drop(segs);
+        assert_eq!(kept.counts(), (2, 1, 2), "the oldest of 3 went, with its fd");
     }
 
     #[test]
