@@ -6,7 +6,11 @@ use common::*;
 /// 10^6 barriers per rank at 2 ranks and 3·10^5 at 4, of every kind, on
 /// long-lived and short-lived communicators (`soak` mode), checked on the
 /// board; mappings and fds must be unchanged between the end of the
-/// warm-up and the end, resident memory within 1 MiB. Prints the figures.
+/// warm-up and the end but for the segments a process keeps for its next
+/// communicators (`coll_hwbarr_kept_segments`, 4 by default: at most 4 a
+/// creator keeps with their fds and 4 mappings a peer keeps, so at most 8
+/// mappings and 4 fds apart), resident memory within 1 MiB. Prints the
+/// figures.
 #[test]
 #[ignore = "long: run by `make soak`"]
 fn soak() {
@@ -33,8 +37,8 @@ fn soak() {
             let (r0, r1) = nums("rss_kib ");
             let (m0, m1) = nums("maps ");
             let (f0, f1) = nums("fds ");
-            assert_eq!(m0, m1, "mappings changed: {l}");
-            assert_eq!(f0, f1, "fds changed: {l}");
+            assert!((m1 - m0).abs() <= 8, "mappings changed: {l}");
+            assert!((f1 - f0).abs() <= 4, "fds changed: {l}");
             assert!(r1 - r0 <= 1024, "resident memory grew by {} KiB: {l}", r1 - r0);
         }
     }
