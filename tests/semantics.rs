@@ -530,8 +530,9 @@ fn invalid_values_are_refused_and_the_job_runs_on() {
 /// Hundreds of live communicators each get their own segment; freeing
 /// them releases every segment and fd but the few a process keeps for its
 /// next communicators (`coll_hwbarr_kept_segments`, 4 by default: segments
-/// with their fds on rank 0, which creates them all), and a second round
-/// leaves no more; with 0 kept, every one.
+/// with their fds on rank 0, which creates them all, and mappings without
+/// fds on rank 1), and a second round, which reuses them, leaves no more;
+/// with 0 kept, every one.
 #[test]
 fn communicators_release_their_segments() {
     for (kept, env) in
@@ -540,16 +541,18 @@ fn communicators_release_their_segments() {
         let job = mpirun(2, env, &[], &["churn", "300"], 120);
         assert!(job.ok(), "{}", job.dump());
         let out = job.stdout();
-        for round in 0..2 {
-            let line = out.lines().find(|l| l.starts_with(&format!("churn round {round}:"))).expect("churn line");
-            let nums: Vec<usize> = line
+        for (round, rank) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+            let head = format!("churn round {round} rank {rank}:");
+            let line = out.lines().find(|l| l.starts_with(&head)).expect("churn line");
+            let nums: Vec<usize> = line[head.len()..]
                 .split(|c: char| !c.is_ascii_digit())
                 .filter(|s| !s.is_empty())
                 .map(|s| s.parse().unwrap())
                 .collect();
-            // round, base, live, after, fds before, fds after
-            assert_eq!(&nums[1..4], &[1, 301, 1 + kept], "kept {kept}: {line}");
-            assert_eq!(nums[5], nums[4] + kept, "kept {kept}: fds leaked: {line}");
+            // base, live, after, fds before, fds after
+            assert_eq!(&nums[0..3], &[1, 301, 1 + kept], "kept {kept}: {line}");
+            let fds = if rank == 0 { kept } else { 0 };
+            assert_eq!(nums[4], nums[3] + fds, "kept {kept}: fds leaked: {line}");
         }
     }
 }

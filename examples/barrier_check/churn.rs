@@ -1,6 +1,6 @@
 //! `churn <live>`: `live` communicators alive at once, each used for a
-//! barrier, then all freed, twice; prints how many hwbarr segments this
-//! process maps at each point.
+//! barrier, then all freed, twice; each rank prints how many hwbarr
+//! segments it maps at each point, and its fds.
 
 use crate::*;
 
@@ -14,8 +14,7 @@ pub fn run(world: &SimpleCommunicator, live: u64) {
         drop(comms);
         world.barrier();
         let (after, fds) = segments_and_fds();
-        if world.rank() == 0 {
-            println!("churn round {round}: base {base} live {alive} after {after} fds {base_fds}->{fds}");
-        }
+        let r = world.rank();
+        println!("churn round {round} rank {r}: base {base} live {alive} after {after} fds {base_fds}->{fds}");
     }
 }

@@ -440,10 +440,15 @@ impl<P: P2p> DeviceExchange<P> {
 /// An exchange dropped during the trial (the communicator failed or was
 /// revoked meanwhile, or a panic unwound out of it) marks the device
 /// failed, so that the ranks still in the trial, which read no message
-/// any more, end theirs too.
+/// any more, end theirs too. So does one dropped before its end with the
+/// segment in hand: a peer may still attach to it, and the mark keeps it
+/// from ever being kept for another communicator (`shm::kept`).
 impl<P: P2p> Drop for DeviceExchange<P> {
     fn drop(&mut self) {
         if let Some((_, _, seg)) = &self.picking {
+            seg.set_failed();
+        }
+        if let Some(Ok(seg)) = &self.outcome {
             seg.set_failed();
         }
     }

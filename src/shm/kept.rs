@@ -97,6 +97,11 @@ impl Kept {
         self.limits[i].load(Relaxed)
     }
 
+    /// Most fds kept.
+    pub fn limit_fds(&self) -> usize {
+        self.limit(2)
+    }
+
     /// A sealed segment's creator asks to keep its fd open: true if the
     /// budget allows (the fd then counts until `fd_closed`).
     pub fn take_fd(&self) -> bool {
@@ -106,7 +111,8 @@ impl Kept {
 
     /// A counted fd was closed.
     pub fn fd_closed(&self) {
-        self.fds.fetch_sub(1, Relaxed);
+        let before = self.fds.fetch_sub(1, Relaxed);
+        debug_assert!(before > 0, "an fd closed that was not counted");
     }
 
     /// Creator: keeps a freed segment (its fd counted); the oldest go if
@@ -125,7 +131,9 @@ impl Kept {
 
     /// Creator: a kept segment of `ranks` ranks that `free` says nobody
     /// uses any more (its fd stays counted). Kept segments `spoiled` says
-    /// will never serve again (a failed communicator's) are released.
+    /// will never serve again (a failed communicator's) are released. Each
+    /// is asked `free` first: `free`'s acquiring read that finds nobody
+    /// makes every failure mark made before it visible to `spoiled`.
     pub fn take_created(
         &self,
         ranks: usize,
@@ -134,9 +142,19 @@ impl Kept {
     ) -> Option<Created> {
         let (found, gone) = {
             let mut q = self.created.lock().unwrap_or_else(|e| e.into_inner());
-            let gone: Vec<Created> = extract(&mut q, |c| spoiled(&c.map));
-            let at = q.iter().position(|c| c.ranks == ranks && free(&c.map));
-            (at.and_then(|i| q.remove(i)), gone)
+            let (mut found, mut gone, mut rest) = (None, Vec::new(), VecDeque::new());
+            for c in q.drain(..) {
+                let free = free(&c.map);
+                if spoiled(&c.map) {
+                    gone.push(c);
+                } else if found.is_none() && free && c.ranks == ranks {
+                    found = Some(c);
+                } else {
+                    rest.push_back(c);
+                }
+            }
+            *q = rest;
+            (found, gone)
         };
         for _ in &gone {
             self.fd_closed();

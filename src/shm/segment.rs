@@ -55,7 +55,10 @@ const _: () = assert!(std::mem::size_of::<Header>() <= LINE_PICK_AT && LINE_PICK
 /// itself until it lets go (`shm::kept`): in the header's line, written at
 /// the exchange and when the communicator is freed, never in a barrier.
 const USERS_AT: usize = 56;
-const _: () = assert!(LINE_PICK_AT + 4 <= USERS_AT && USERS_AT + 4 <= FAILED_AT);
+/// Set by the creator at the seal when it keeps the fd open, so that the
+/// segment may serve again: only then is a peer's mapping worth keeping.
+const KEPT_AT: usize = 60;
+const _: () = assert!(LINE_PICK_AT + 4 <= USERS_AT && USERS_AT + 4 <= KEPT_AT && KEPT_AT + 4 <= FAILED_AT);
 
 /// Candidate lines for the line barrier's wires: the ranks try them at
 /// their first barrier and keep the fastest (`shm::line_pick`).
@@ -321,6 +324,13 @@ impl Segment {
         Ok(seg)
     }
 
+    /// 1 once the creator kept its fd open at the seal.
+    fn kept_word(&self) -> &AtomicU32 {
+        // SAFETY: KEPT_AT lies in the first line, past the header, inside
+        // the mapping, 4-byte aligned, zero-initialised.
+        unsafe { &self.slice::<AtomicU32>(KEPT_AT, 1)[0] }
+    }
+
     /// The ranks that mapped the segment for its communicator and have not
     /// let it go.
     fn users(&self) -> &AtomicU32 {
@@ -343,6 +353,10 @@ impl Segment {
             } else {
                 self.fd = None;
             }
+        }
+        if self.fd_kept {
+            // Before any barrier on it: every peer reads it when it lets go.
+            self.kept_word().store(1, Release);
         }
         self.shape = Some((shape, tree));
     }
@@ -535,27 +549,30 @@ impl Segment {
 }
 
 impl Drop for Segment {
-    /// Lets the segment go: kept for a next communicator (`shm::kept`)
-    /// unless its communicator failed, else unmapped (and the creator's fd
-    /// closed). References handed out borrow `self`, so none outlive this.
+    /// Lets the segment go: kept for a next communicator (`shm::kept`) if
+    /// its device was sealed (every rank mapped it, no offer is out) and its
+    /// communicator did not fail; else unmapped, and the creator's fd
+    /// closed. A peer keeps its mapping only of a segment whose creator kept
+    /// the fd. References handed out borrow `self`, so none outlive this.
     fn drop(&mut self) {
         let Some(map) = self.map.take() else { return };
         // Read before letting go: once the users word reads 0 the creator
         // may zero the memory for another communicator.
-        let spoiled = self.failed();
+        let keep = self.shape.is_some() && !self.failed();
+        let kept_by_creator = self.kept_word().load(Acquire) != 0;
         if self.counted {
             self.users().fetch_sub(1, Release);
         }
         match (self.fd.take(), self.key) {
             (Some(fd), _) if self.fd_kept => {
-                if spoiled {
+                if keep {
+                    self.kept.keep_created(Created { map, fd, ranks: self.layout.ranks });
+                } else {
                     drop((map, fd));
                     self.kept.fd_closed();
-                } else {
-                    self.kept.keep_created(Created { map, fd, ranks: self.layout.ranks });
                 }
             }
-            (_, Some(key)) if !spoiled => self.kept.keep_mapped(key, map),
+            (_, Some(key)) if keep && kept_by_creator => self.kept.keep_mapped(key, map),
             _ => {}
         }
     }
@@ -587,6 +604,12 @@ mod tests {
     /// A process's kept segments of its own, for one test.
     fn kept(created: usize, mapped: usize, fds: usize) -> &'static Kept {
         Box::leak(Box::new(Kept::new(created, mapped, fds)))
+    }
+
+    /// Seals `s` as the exchange's verdict does on every rank.
+    fn seal(s: &mut Segment) {
+        let n = s.layout.ranks;
+        s.seal(toggle::Shape::new(n), crate::core::polled::Tree::new(n));
     }
 
     #[test]
@@ -627,8 +650,9 @@ mod tests {
         let (n, kept) = (2, kept(2, 2, 4));
         let mut a = Segment::create_in(kept, n, 10).unwrap();
         let offer = a.offer().unwrap();
-        let b = Segment::attach_in(kept, &offer, n).unwrap();
-        a.seal(toggle::Shape::new(n), crate::core::polled::Tree::new(n));
+        let mut b = Segment::attach_in(kept, &offer, n).unwrap();
+        seal(&mut a);
+        seal(&mut b);
         counter::arrive(a.counters(), 0);
         a.line_pick().store(3, SeqCst);
         let (a_at, b_at) = (a.base, b.base);
@@ -661,6 +685,10 @@ mod tests {
         assert_eq!(d.users().load(SeqCst), 2);
         drop(e);
         assert_eq!(d.users().load(SeqCst), 1);
+        // Dropped before its seal (an exchange abandoned), a reused
+        // segment is not kept either, and its fd is closed.
+        drop(d);
+        assert_eq!(kept.counts(), (0, 0, 0));
     }
 
     /// A failed communicator's segment is never kept, on either side, and
@@ -669,12 +697,46 @@ mod tests {
     fn a_failed_segment_is_not_kept() {
         let (n, kept) = (2, kept(2, 2, 4));
         let mut a = Segment::create_in(kept, n, 20).unwrap();
-        let b = Segment::attach_in(kept, &a.offer().unwrap(), n).unwrap();
-        a.seal(toggle::Shape::new(n), crate::core::polled::Tree::new(n));
+        let mut b = Segment::attach_in(kept, &a.offer().unwrap(), n).unwrap();
+        seal(&mut a);
+        seal(&mut b);
         assert_eq!(kept.counts(), (0, 0, 1));
         b.set_failed();
         drop((a, b));
         assert_eq!(kept.counts(), (0, 0, 0));
+        // Marked after the creator kept it, by the last rank before it let
+        // go: the next communicator does not get it, and its fd is closed.
+        let mut a = Segment::create_in(kept, n, 21).unwrap();
+        let offer = a.offer().unwrap();
+        let mut b = Segment::attach_in(kept, &offer, n).unwrap();
+        seal(&mut a);
+        seal(&mut b);
+        drop(a);
+        assert_eq!(kept.counts(), (1, 0, 1));
+        b.set_failed();
+        drop(b);
+        // Reused, it would keep its fd counted; a fresh one has none yet
+        // (addresses and fd numbers may come back, so they tell nothing).
+        let c = Segment::create_in(kept, n, 22).unwrap();
+        assert!(!c.failed() && !c.fd_kept);
+        assert_eq!(kept.counts(), (0, 0, 0));
+    }
+
+    /// A peer keeps its mapping only of a sealed segment whose creator kept
+    /// the fd: another could never be offered again.
+    #[test]
+    fn a_peer_keeps_only_what_its_creator_kept() {
+        let n = 2;
+        for (kept, sealed) in [(kept(2, 2, 0), true), (kept(2, 2, 4), false)] {
+            let mut a = Segment::create_in(kept, n, 50).unwrap();
+            let mut b = Segment::attach_in(kept, &a.offer().unwrap(), n).unwrap();
+            seal(&mut a);
+            if sealed {
+                seal(&mut b);
+            }
+            drop(b);
+            assert_eq!(kept.counts().1, 0, "fds kept {}, peer sealed {sealed}", kept.limit_fds());
+        }
     }
 
     /// A mapping kept under an offer's key that now names another segment
@@ -701,11 +763,9 @@ mod tests {
     fn kept_segments_are_bounded() {
         let (n, kept) = (2, kept(2, 1, 3));
         let mut segs: Vec<Segment> = (0..4).map(|t| Segment::create_in(kept, n, 40 + t).unwrap()).collect();
-        let peers: Vec<Segment> =
+        let mut peers: Vec<Segment> =
             segs.iter().map(|s| Segment::attach_in(kept, &s.offer().unwrap(), n).unwrap()).collect();
-        for s in &mut segs {
-            s.seal(toggle::Shape::new(n), crate::core::polled::Tree::new(n));
-        }
+        segs.iter_mut().chain(peers.iter_mut()).for_each(seal);
         assert_eq!(kept.counts(), (0, 0, 3), "3 fds kept, the 4th closed at its seal");
         drop(peers);
         assert_eq!(kept.counts(), (0, 1, 3));
