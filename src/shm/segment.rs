@@ -144,8 +144,6 @@ pub struct Segment {
     fd_kept: bool,
     /// Peer: the offer that brought it (`shm::kept::Key`).
     key: Option<Key>,
-    /// This rank counts in the segment's users until it is dropped.
-    counted: bool,
     /// Where it goes when dropped.
     kept: &'static Kept,
     /// The toggle barrier's bank tree and the polled barrier's tree, fixed
@@ -198,8 +196,8 @@ fn header(map: &Mapping) -> Header {
 }
 
 impl Segment {
-    /// A segment mapped at `map`, before its device is sealed, not yet
-    /// counted among its users.
+    /// A segment mapped at `map`, before its device is sealed; its maker
+    /// counts it among the users (`users`) before anything can drop it.
     fn mapped(map: Mapping, layout: Layout, fd: Option<OwnedFd>, kept: &'static Kept) -> Segment {
         let line_wires_at = layout.line_at;
         Segment {
@@ -209,7 +207,6 @@ impl Segment {
             fd,
             fd_kept: false,
             key: None,
-            counted: false,
             kept,
             shape: None,
             help: HelpPace::new(),
@@ -230,7 +227,7 @@ impl Segment {
         let layout = Layout::new(ranks);
         let free = |m: &Mapping| header_word(m, USERS_AT).load(Acquire) == 0;
         let spoiled = |m: &Mapping| header_word(m, FAILED_AT).load(Acquire) != 0;
-        let mut seg = match kept.take_created(ranks, free, spoiled) {
+        let seg = match kept.take_created(ranks, free, spoiled) {
             Some(Created { map, fd, .. }) => {
                 // SAFETY: every rank that mapped it let it go (the users
                 // word read 0, acquiring each one's release), and nothing
@@ -254,7 +251,6 @@ impl Segment {
             })
         };
         seg.users().store(1, Release);
-        seg.counted = true;
         Ok(seg)
     }
 
@@ -319,24 +315,19 @@ impl Segment {
         };
         let mut seg = Segment::mapped(m, layout, None, kept);
         seg.users().fetch_add(1, AcqRel);
-        seg.counted = true;
         seg.key = Some(key);
         Ok(seg)
     }
 
     /// 1 once the creator kept its fd open at the seal.
     fn kept_word(&self) -> &AtomicU32 {
-        // SAFETY: KEPT_AT lies in the first line, past the header, inside
-        // the mapping, 4-byte aligned, zero-initialised.
-        unsafe { &self.slice::<AtomicU32>(KEPT_AT, 1)[0] }
+        self.header_word(KEPT_AT)
     }
 
     /// The ranks that mapped the segment for its communicator and have not
-    /// let it go.
+    /// let it go; every `Segment` counts there from its making to its drop.
     fn users(&self) -> &AtomicU32 {
-        // SAFETY: USERS_AT lies in the first line, past the header, inside
-        // the mapping, 4-byte aligned, zero-initialised.
-        unsafe { &self.slice::<AtomicU32>(USERS_AT, 1)[0] }
+        self.header_word(USERS_AT)
     }
 
     /// Once every peer attached: the creator keeps its fd open if the
@@ -467,9 +458,15 @@ impl Segment {
     }
 
     fn failed_word(&self) -> &AtomicU32 {
-        // SAFETY: FAILED_AT lies in the first line, past the header, inside
-        // the mapping, 4-byte aligned; zero-initialised like every word.
-        unsafe { &self.slice::<AtomicU32>(FAILED_AT, 1)[0] }
+        self.header_word(FAILED_AT)
+    }
+
+    /// The 32-bit word at `at` in the header line, past the header.
+    fn header_word(&self, at: usize) -> &AtomicU32 {
+        assert!(at >= std::mem::size_of::<Header>() && at + 4 <= 128 && at.is_multiple_of(4));
+        // SAFETY: in the first line (inside the mapping), past the header,
+        // 4-byte aligned, zero-initialised like every word.
+        unsafe { &self.slice::<AtomicU32>(at, 1)[0] }
     }
 
     /// Each rank's place in the node's caches (`topology::Place::word`),
@@ -524,9 +521,7 @@ impl Segment {
 
     /// The word where rank 0 announces the candidate line picked.
     pub fn line_pick(&self) -> &AtomicU32 {
-        // SAFETY: LINE_PICK_AT lies in the first line, past the header,
-        // inside the mapping, 4-byte aligned, zero-initialised.
-        unsafe { &self.slice::<AtomicU32>(LINE_PICK_AT, 1)[0] }
+        self.header_word(LINE_PICK_AT)
     }
 
     /// This rank's own count on the line barrier (`core::line::arrive`).
@@ -560,9 +555,7 @@ impl Drop for Segment {
         // may zero the memory for another communicator.
         let keep = self.shape.is_some() && !self.failed();
         let kept_by_creator = self.kept_word().load(Acquire) != 0;
-        if self.counted {
-            self.users().fetch_sub(1, Release);
-        }
+        self.users().fetch_sub(1, Release);
         match (self.fd.take(), self.key) {
             (Some(fd), _) if self.fd_kept => {
                 if keep {
