@@ -28,16 +28,18 @@
 //! period_ns=<median of passes> min_ns=<fastest pass> paired=<of the
 //! median pass>`.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use mca_coll_hwbarr::core::line;
-use mca_coll_hwbarr::shm::line_pick::LinePick;
-use mca_coll_hwbarr::shm::segment::{Segment, LINE_SLOTS};
+use mca_coll_hwbarr::shm::segment::Segment;
 
 #[path = "support/forked.rs"]
 mod forked;
+#[path = "support/picked_line.rs"]
+mod picked_line;
 use forked::{in_children_on, shared};
+use picked_line::on_picked_line;
 
 /// Passes over all gaps; each gap's period is the median of its passes.
 const PASSES: usize = 3;
@@ -82,22 +84,18 @@ fn main() {
     let out = shared::<AtomicU64>(PASSES * gaps.len());
     // Releases seen with the peer one ahead, per rank, pass and gap.
     let paired = shared::<AtomicU64>(2 * PASSES * gaps.len());
+    let offer = seg.offer().expect("the creator's offer");
     in_children_on(2, Some(2), |r| {
-        let mut pick = LinePick::new(r, LINE_SLOTS, pauses, mca_coll_hwbarr::wait::now_ns);
-        let picked = loop {
-            if let Some(p) = pick.poll(&seg).expect("no failure") {
-                break p;
-            }
-        };
-        let wires = seg.line_candidate(picked.slot);
-        let mine = AtomicU8::new(picked.count);
+        // The trial over barriers polled as the timed ones.
+        let own = on_picked_line(&offer, 2, r, pauses);
+        let (wires, mine) = (own.line_wires(), own.line_mine());
         let mut x = 1u64;
         for pass in 0..PASSES {
             for (i, &n) in steps.iter().enumerate() {
                 let mut ahead = 0u64;
                 let t0 = Instant::now();
                 for _ in 0..iters {
-                    let c = line::arrive(wires, r, &mine);
+                    let c = line::arrive(wires, r, mine);
                     while !line::is_released(wires, c) {
                         for _ in 0..pauses {
                             std::hint::spin_loop();

@@ -22,13 +22,15 @@ use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::time::Instant;
 
 use mca_coll_hwbarr::core::{counter, line};
-use mca_coll_hwbarr::shm::line_pick::LinePick;
-use mca_coll_hwbarr::shm::segment::{Segment, LINE_SLOTS};
+use mca_coll_hwbarr::shm::segment::Segment;
 use mca_coll_hwbarr::sync::Line;
 
 #[path = "support/forked.rs"]
 mod forked;
+#[path = "support/picked_line.rs"]
+mod picked_line;
 use forked::{in_children, in_children_on, pin_to, shared};
+use picked_line::on_picked_line;
 
 /// Whether this process may run on each of cpus 0..`cores` (a `taskset`
 /// or cgroup may forbid some; pinning a child there would fail and leave
@@ -89,29 +91,27 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec
     // The line core's wires: a segment as hwbarr's, which the forked
     // children share (a memfd mapping).
     let seg = Segment::create(n, 1).expect("a shared-memory segment");
+    let offer = seg.offer().expect("the creator's offer");
+    // A child's own line count on the first line (`line::arrive`), copied
+    // into each by the fork.
+    let first_mine = AtomicU8::new(0);
     let means = shared::<AtomicU64>(n);
     let cpus = shared::<AtomicI32>(2 * n);
     in_children_on(n, bind.then_some(cores), |r| {
         // With a core each, the fastest candidate line (rank 0 times them
         // all; every child ends on its pick, at its count there).
-        let (slot, count) = match core {
-            Core::Line if n <= cores => {
-                let mut pick = LinePick::new(r, LINE_SLOTS, 1, mca_coll_hwbarr::wait::now_ns);
-                loop {
-                    if let Some(p) = pick.poll(&seg).expect("no failure") {
-                        break (p.slot, p.count);
-                    }
-                }
-            }
-            _ => (0, 0),
+        let own = match core {
+            Core::Line if n <= cores => Some(on_picked_line(&offer, n, r, 1)),
+            _ => None,
         };
-        let wires = seg.line_candidate(slot);
+        let (wires, mine) = match &own {
+            Some(own) => (own.line_wires(), own.line_mine()),
+            None => (seg.line_candidate(0), &first_mine),
+        };
         let released = |c: line::Count| match core {
             Core::Counter => counter::is_released(cells, r),
             Core::Line => line::is_released(wires, c),
         };
-        // This child's own line count (`line::arrive`).
-        let mine = AtomicU8::new(count);
         let mut t0 = Instant::now();
         for i in 0..warm + iters {
             if i == warm {
@@ -123,7 +123,7 @@ fn measure(core: Core, n: usize, iters: usize, cores: usize, bind: bool) -> (Vec
                     counter::arrive(cells, r);
                     line::Count(0)
                 }
-                Core::Line => line::arrive(wires, r, &mine),
+                Core::Line => line::arrive(wires, r, mine),
             };
             while !released(c) {
                 if n > cores {

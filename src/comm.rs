@@ -20,7 +20,7 @@ use crate::ompi::report::{self, Topic};
 use crate::p2p::{self, P2p, ERROR};
 use crate::pause;
 use crate::settings::Algorithm;
-use crate::shm::line_pick::Trial;
+use crate::shm::line_pick::{LineTrial, Trial};
 use crate::shm::segment::Segment;
 use crate::topology::{Place, Topology};
 use crate::wait::{self, Crowd, PolicyFacts, WaitPolicy};
@@ -56,12 +56,11 @@ impl Core {
         match self {
             Core::Toggle => format!(", toggle banks per level {}", seg.shape().describe()),
             Core::Polled => format!(", polled groups per level {}", seg.tree().describe()),
-            Core::Line => match seg.line_in_use() {
-                (slot, Some((slots, ns, first))) => format!(
-                    ", line {slot} of {slots} candidates, fastest in their trial: {ns:.0} ns per barrier \
-                     against {first:.0} ns on the first"
-                ),
-                _ => String::new(),
+            Core::Line => match seg.line_trial_slots() {
+                Some(slots) => {
+                    format!(", trying {slots} candidate lines over its first {} barriers", LineTrial::barriers(slots))
+                }
+                None => String::new(),
             },
             Core::Counter => String::new(),
         }
@@ -274,17 +273,12 @@ impl<P: P2p> Comm<P> {
     }
 
     /// The line barrier's trial on this node's device, shared by `local`
-    /// ranks of ours (`shm::line_pick`), in a first barrier that is
-    /// `blocking` or not: the parameter's candidate lines, each look
-    /// followed by the line path's PAUSEs, where ranks keep
-    /// their cores (the spin policy) and are no more than the cores, in a
-    /// blocking MPI_Barrier. None (`Trial::NONE`) where
-    /// ranks share cores, as the scheduler, not the line, sets a barrier's
-    /// time there and a trial spinning among more ranks than cores (`idle
-    /// spin`) would take a time slice per barrier; none in MPI_Ibarrier or
-    /// MPI_Start, whose exchange runs from progress, where the trial's
-    /// hundreds of barriers would each wait for every rank's next call.
-    pub fn line_trial(&self, blocking: bool, local: usize) -> Trial {
+    /// ranks of ours (`shm::line_pick`), over the communicator's first
+    /// barriers: the parameter's candidate lines where ranks keep their
+    /// cores (the spin policy) and are no more than the cores. None
+    /// (`Trial::NONE`) where ranks share cores, as the scheduler, not the
+    /// line, sets a barrier's time there.
+    pub fn line_trial(&self, local: usize) -> Trial {
         // The facts as the layout exchange may recount them (`adopt_layout`,
         // which may not have run yet).
         let own = match self.opts.facts {
@@ -294,11 +288,24 @@ impl<P: P2p> Comm<P> {
             }
             None => self.policy().keeps_core(),
         };
-        if blocking && own {
-            // Polled as MPI_Barrier's line path will poll the line picked.
-            Trial { lines: self.opts.line_candidates, pauses: pause::line_path(self.opts.line_poll_gap_ns) }
+        if own {
+            Trial { lines: self.opts.line_candidates }
         } else {
             Trial::NONE
+        }
+    }
+
+    /// The trial of the candidate lines ended on this rank (`seg`'s): rank
+    /// 0 says what it picked, at verbosity 1.
+    pub fn line_trial_over(&self, seg: &Segment) {
+        if let (0, true, (slot, Some((slots, ns, first)))) = (self.rank, self.opts.verbose >= 1, seg.line_in_use()) {
+            report::verbose(1, &format!(
+                "communicator '{}' (cid {}): the line barrier runs on line {slot} of {slots} candidates, \
+                 fastest in their trial over its first {} barriers: {ns:.0} ns per barrier against {first:.0} ns on the first",
+                self.name(),
+                self.cid,
+                LineTrial::barriers(slots)
+            ));
         }
     }
 
@@ -852,11 +859,11 @@ mod tests {
         assert!((0..6).all(|r| comm(r, None).stall().is_none()));
     }
 
-    /// The line barrier's trial runs in a blocking first barrier only,
-    /// where ranks spin and are no more than the cores (as the layout may
-    /// recount them), with the parameter's count.
+    /// The line barrier's trial runs where ranks spin and are no more
+    /// than the cores (as the layout may recount them), with the
+    /// parameter's count.
     #[test]
-    fn the_line_trial_needs_a_blocking_barrier_and_a_core_per_rank() {
+    fn the_line_trial_needs_a_core_per_rank() {
         let eps = mem::network(&["a"; 2]);
         let facts = |idle| PolicyFacts {
             job_ranks: 2,
@@ -877,29 +884,11 @@ mod tests {
             Comm::new(eps[0].clone(), 0, 2, 3, false, opts)
         };
         let own = comm(facts(None));
-        // The trial polls as the line path will (`LINE_POLL_GAP_NS` apart).
-        let path = pause::line_path(pause::LINE_POLL_GAP_NS);
-        assert_eq!(own.line_trial(true, 2), Trial { lines: 16, pauses: path });
-        assert_eq!(own.line_trial(false, 2), Trial::NONE);
-        assert_eq!(own.line_trial(true, 3), Trial::NONE, "3 ranks found on 2 cores");
-        assert_eq!(comm(facts(Some(crate::settings::Idle::Yield))).line_trial(true, 2), Trial::NONE);
+        assert_eq!(own.line_trial(2), Trial { lines: 16 });
+        assert_eq!(own.line_trial(3), Trial::NONE, "3 ranks found on 2 cores");
+        assert_eq!(comm(facts(Some(crate::settings::Idle::Yield))).line_trial(2), Trial::NONE);
         let told_to_spin = PolicyFacts { job_ranks: 3, ..facts(Some(crate::settings::Idle::Spin)) };
         assert!(told_to_spin.policy().keeps_core());
-        assert_eq!(comm(told_to_spin).line_trial(true, 3), Trial::NONE);
-        // The gap set is the trial's: 0 is a look after each PAUSE; 100 µs is
-        // the most PAUSEs a look on any cpu (PAUSE < 1.5 µs), so the two
-        // differ wherever this runs.
-        let gapped = |gap| {
-            let opts = Options {
-                policy: facts(None).policy(),
-                facts: Some(facts(None)),
-                line_candidates: 16,
-                line_poll_gap_ns: gap,
-                ..Options::for_tests(Algorithm::Line, None)
-            };
-            Comm::new(eps[0].clone(), 0, 2, 3, false, opts)
-        };
-        assert_eq!(gapped(0.0).line_trial(true, 2), Trial { lines: 16, pauses: 1 });
-        assert_eq!(gapped(100_000.0).line_trial(true, 2), Trial { lines: 16, pauses: pause::MOST_PER_POLL });
+        assert_eq!(comm(told_to_spin).line_trial(3), Trial::NONE);
     }
 }

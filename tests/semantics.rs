@@ -180,31 +180,41 @@ fn auto_follows_the_node_size_and_its_cores() {
     }
 }
 
-/// The line barrier tries its candidate lines at the first barrier where
-/// the ranks keep their cores and runs on the one it picked (rank 0's
-/// verbose line names it and what the trial measured), with the barrier's
-/// semantics checked after; no trial with `coll_hwbarr_line_candidates 1`,
-/// nor where ranks give their cores up or outnumber them, even told to spin.
+/// The line barrier tries its candidate lines over the communicator's
+/// first barriers where the ranks keep their cores (rank 0's verbose line at
+/// setup says so) and then runs on the one it picked (rank 0's verbose line
+/// names it and what the trial measured), the barrier's semantics checked
+/// throughout; no trial with `coll_hwbarr_line_candidates 1`, nor where
+/// ranks give their cores up or outnumber them, even told to spin; a
+/// communicator freed before the trial's end says nothing of its end.
 #[test]
 fn the_line_barrier_runs_on_the_line_its_trial_picked() {
     let (two, more) = (cores() >= 2, cores() + 1);
     let (idle, spin) = ("OMPI_MCA_coll_hwbarr_idle", "spin");
-    for (np, env, trial) in [
-        (2, &[][..], two),
-        (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "1")][..], false),
-        (2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "16")][..], two),
-        (2, &[(idle, "yield")][..], false),
-        (more, &[][..], false),
-        (more, &[(idle, spin)][..], false),
+    let lines = |n: u32| 2 + 3 * n * 64;
+    for (np, iters, env, trial) in [
+        (2, lines(4) + 2, &[][..], two),
+        (2, lines(4), &[][..], two),
+        (2, 300, &[("OMPI_MCA_coll_hwbarr_line_candidates", "1")][..], false),
+        (2, lines(16) + 2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "16")][..], two),
+        (2, 300, &[(idle, "yield")][..], false),
+        (more, 300, &[][..], false),
+        (more, 300, &[(idle, spin)][..], false),
     ] {
-        let job = semantics(np, "line", 200, env);
+        let job = semantics(np, "line", iters, env);
         assert!(job.ok(), "np {np} {env:?}\n{}", job.dump());
         assert_eq!(job.stdout().matches("semantics OK").count(), np, "{}", job.dump());
         let err = job.stderr();
         let world = err.lines().find(|l| l.contains("'MPI_COMM_WORLD' (cid 0,")).expect("rank 0's verbose line");
-        let of = env.iter().find(|e| e.0.ends_with("line_candidates")).map_or("4", |e| e.1);
-        let said = format!(" of {of} candidates, fastest in their trial: ");
-        assert_eq!(world.contains(&said), trial, "np {np} {env:?}: {world}\n{}", job.dump());
+        let of: u32 = env.iter().find(|e| e.0.ends_with("line_candidates")).map_or(4, |e| e.1.parse().unwrap());
+        let trying = format!(", trying {of} candidate lines over its first {} barriers)", lines(of));
+        assert_eq!(world.contains(&trying), trial, "np {np} {env:?}: {world}\n{}", job.dump());
+        // The first of the program's barriers meets in the exchange; the
+        // trial ends at the arrival after its last.
+        let over = trial && iters >= lines(of) + 2;
+        let picked = format!(" of {of} candidates, fastest in their trial over its first {} barriers: ", lines(of));
+        let end = err.lines().find(|l| l.contains("'MPI_COMM_WORLD' (cid 0): the line barrier runs on line "));
+        assert_eq!(end.is_some_and(|l| l.contains(&picked)), over, "np {np} {env:?}: {end:?}\n{}", job.dump());
     }
 }
 

@@ -12,7 +12,9 @@ use crate::exchange::device::DeviceExchange;
 use crate::exchange::lookout::Lookout;
 use crate::express::Packed;
 use crate::p2p::{P2p, ERROR};
+use crate::ompi::report;
 use crate::shm::futex::Kernel;
+use crate::shm::line_pick::Announcement;
 use crate::shm::segment::Segment;
 use crate::shm::sleep;
 use crate::wait::{self, WaitPolicy};
@@ -25,16 +27,17 @@ const FUTEX: Kernel = Kernel { timeout: wait::SLEEP_SLICE };
 pub enum Ticket {
     Toggle(toggle::Target),
     Counter,
-    Line(line::Count),
+    /// The count and the candidate line it was entered on.
+    Line(line::Count, u8),
     Polled(polled::Count),
 }
 
 /// A ticket in the express lane's word (`express`): the kind in bits 32-33,
-/// the count or target below.
+/// the count or target below (a line's count in bits 0-7, its line in 8-15).
 impl Packed for Ticket {
     fn pack(self) -> u64 {
         match self {
-            Ticket::Line(c) => u64::from(c.0),
+            Ticket::Line(c, slot) => u64::from(c.0) | u64::from(slot) << 8,
             Ticket::Counter => 1 << 32,
             Ticket::Toggle(t) => (2 << 32) | u64::from(t.0),
             Ticket::Polled(t) => (3 << 32) | u64::from(t.0),
@@ -42,7 +45,7 @@ impl Packed for Ticket {
     }
     fn unpack(bits: u64) -> Ticket {
         match bits >> 32 {
-            0 => Ticket::Line(line::Count(bits as u8)),
+            0 => Ticket::Line(line::Count(bits as u8), (bits >> 8) as u8),
             1 => Ticket::Counter,
             2 => Ticket::Toggle(toggle::Target(bits as u32)),
             _ => Ticket::Polled(polled::Count(bits as u32)),
@@ -54,7 +57,7 @@ impl Packed for Ticket {
 pub fn first<P: P2p>(c: &Comm<P>, lookout: Lookout) -> Result<DeviceExchange<P>, c_int> {
     let t = c.layout().expect("one-node layout");
     let asked = (c.settings(), c.asks_auto());
-    let trial = c.line_trial(lookout.blocking(), t.local.len());
+    let trial = c.line_trial(t.local.len());
     DeviceExchange::start(c.p2p().clone(), &t.local, t.me, asked, c.place(t.me), Some(lookout), trial)
 }
 
@@ -104,7 +107,8 @@ pub fn line_barrier<P: P2p>(c: &Comm<P>, line: LinePolls) -> Option<Result<(), T
             std::hint::spin_loop();
         }
     }
-    Some(Err(Ticket::Line(count)))
+    // Still the line it arrived on: only an arrival moves it.
+    Some(Err(Ticket::Line(count, seg.line_slot())))
 }
 
 /// The line barrier's arrival alone, for a start (MPI_Start's line path,
@@ -112,15 +116,40 @@ pub fn line_barrier<P: P2p>(c: &Comm<P>, line: LinePolls) -> Option<Result<(), T
 /// done, if the device or the layout is not there.
 #[inline(always)]
 pub fn line_enter<P: P2p>(c: &Comm<P>) -> Option<Ticket> {
-    line_arrival(c).map(|(_, count)| Ticket::Line(count))
+    line_arrival(c).map(|(seg, count)| Ticket::Line(count, seg.line_slot()))
 }
 
 /// `line_enter` with the segment it arrived on, for the polls after it.
 #[inline(always)]
 fn line_arrival<P: P2p>(c: &Comm<P>) -> Option<(&Segment, line::Count)> {
     let (seg, t) = (c.segment()?, c.layout()?);
+    if seg.line_trial_running() {
+        line_trial_step(c, seg);
+    }
     let wires = seg.line_wires();
     (t.me < wires.len()).then(|| (seg, line::arrive(wires, t.me, seg.line_mine())))
+}
+
+/// Before an arrival while the trial of the candidate lines runs
+/// (`shm::line_pick`): the step, out of the arrival's way; at its end rank 0
+/// says at verbosity 1 what it picked. A pick that names no candidate
+/// marks the device failed: this rank then runs on another line than its
+/// peers, and each of them learns in its wait. Nothing here can panic
+/// (MPI_Barrier's line path calls it).
+#[cold]
+#[inline(never)]
+fn line_trial_step<P: P2p>(c: &Comm<P>, seg: &Segment) {
+    match seg.line_step() {
+        Ok(false) => {}
+        Ok(true) => c.line_trial_over(seg),
+        Err(Announcement(p)) => {
+            report::verbose(0, &c.describe(&format!(
+                "the line barrier's trial of its candidate lines: rank 0's announcement reads {p}, not a \
+                 candidate; this communicator's barriers fail"
+            )));
+            seg.set_failed();
+        }
+    }
 }
 
 /// The rest of a barrier that `line_barrier` entered and did not see
@@ -139,7 +168,7 @@ pub fn enter<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
     match core {
         Core::Line => {
             let seg = c.segment().expect("device set up");
-            line_arrive(seg, c.layout().expect("layout known before the device").me)
+            line_arrive(c, seg, c.layout().expect("layout known before the device").me)
         }
         _ => arrive(c, core),
     }
@@ -148,8 +177,11 @@ pub fn enter<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
 /// The line barrier's arrival as rank `me` (`arrive`): a store to the
 /// shared line.
 #[inline(always)]
-fn line_arrive(seg: &Segment, me: usize) -> Ticket {
-    Ticket::Line(line::arrive(seg.line_wires(), me, seg.line_mine()))
+fn line_arrive<P: P2p>(c: &Comm<P>, seg: &Segment, me: usize) -> Ticket {
+    if seg.line_trial_running() {
+        line_trial_step(c, seg);
+    }
+    Ticket::Line(line::arrive(seg.line_wires(), me, seg.line_mine()), seg.line_slot())
 }
 
 /// Enters a barrier on the device, waking the sleepers our arrival
@@ -174,7 +206,7 @@ pub fn arrive<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
             }
             Ticket::Toggle(target)
         }
-        Core::Line => line_arrive(seg, me),
+        Core::Line => line_arrive(c, seg, me),
         Core::Polled => {
             let (target, p) = polled::arrive(seg.tree(), &seg.polled_wires(), me);
             woken(seg, p);
@@ -208,8 +240,8 @@ pub fn released<P: P2p>(c: &Comm<P>, t: Ticket) -> Result<bool, c_int> {
         Ticket::Counter => counter::is_released(seg.counters(), c.layout().expect("layout").me),
         Ticket::Toggle(target) => toggle::is_released(&seg.wires(), target),
         Ticket::Polled(target) => over(look(seg, c.layout().expect("layout").me, target)),
-        Ticket::Line(count) => {
-            let wires = seg.line_wires();
+        Ticket::Line(count, slot) => {
+            let wires = seg.line_candidate(usize::from(slot));
             let done = line::is_released(wires, count);
             if done {
                 // No single rank releases a line barrier: each that sees
@@ -276,7 +308,9 @@ pub fn wait<P: P2p>(c: &Comm<P>, t: Ticket, made: u32) -> Result<(), c_int> {
     let sleep = || match t {
         Ticket::Counter => sleep::counter_sleep(&FUTEX, &seg.counters()[me], &seg.asleep()[me]),
         Ticket::Toggle(target) => sleep::toggle_sleep(&FUTEX, &seg.wires(), seg.sleepers(), target),
-        Ticket::Line(count) => sleep::line_sleep(&FUTEX, seg.line_wires(), me, count, seg.doorbell()),
+        Ticket::Line(count, slot) => {
+            sleep::line_sleep(&FUTEX, seg.line_candidate(usize::from(slot)), me, count, seg.doorbell())
+        }
         // A rank that is ready waits for the input only and may sleep on
         // it; a leader still reading its ranks' wires must keep reading
         // (nobody would wake it), so it yields instead.
@@ -516,8 +550,8 @@ mod tests {
     #[test]
     fn tickets_pack_into_the_express_payload() {
         for t in [
-            Ticket::Line(line::Count(0)),
-            Ticket::Line(line::Count(line::COUNT)),
+            Ticket::Line(line::Count(0), 0),
+            Ticket::Line(line::Count(line::COUNT), 15),
             Ticket::Counter,
             Ticket::Toggle(toggle::Target(0)),
             Ticket::Toggle(toggle::Target(u32::MAX)),

@@ -58,24 +58,20 @@ pub struct HierOp<P: P2p> {
     /// The node's core (None during the first barrier, which meets in
     /// the exchanges instead).
     core: Option<Core>,
-    /// A blocking MPI_Barrier (not MPI_Ibarrier or MPI_Start): its first
-    /// barrier's device may try the line barrier's candidate lines.
-    blocking: bool,
 }
 
 impl<P: P2p> HierOp<P> {
     /// The first barrier on `st` (a communicator spanning nodes): finds the
     /// layout, then sets the node's device up; `lookout` watches it.
     pub fn first(st: &Comm<P>, lookout: Lookout) -> Result<HierOp<P>, c_int> {
-        let blocking = lookout.blocking();
         let x = LayoutExchange::start(st.p2p().clone(), st.rank(), st.size(), st.settings(), st.own_cores_by_count(), lookout)?;
-        Ok(HierOp { stage: Stage::Layout(Box::new(x)), core: None, blocking })
+        Ok(HierOp { stage: Stage::Layout(Box::new(x)), core: None })
     }
 
     /// A barrier on `st` once its route is agreed (`Route::Hier(core)`).
     pub fn start(st: &Comm<P>, core: Core) -> Result<HierOp<P>, c_int> {
         let t = st.layout().expect("layout known");
-        Ok(HierOp { stage: Stage::Gather(local(st, t, core)?), core: Some(core), blocking: true })
+        Ok(HierOp { stage: Stage::Gather(local(st, t, core)?), core: Some(core) })
     }
 
     /// Advances without blocking; true when the barrier is over.
@@ -92,11 +88,10 @@ impl<P: P2p> HierOp<P> {
                             None
                         } else {
                             let (p2p, place) = (st.p2p().clone(), st.place(t.me));
-                            // The node's part of this barrier is polled by the wait
-                            // loop (`device::tested`), not the line path, so the trial's
-                            // looks, spaced as the line path's, may read a line otherwise
-                            // than this barrier will run on it (not measured: one host here).
-                            let trial = st.line_trial(self.blocking, t.local.len());
+                            // The node's barriers are polled by the wait loop
+                            // (`device::tested`), not the line path: the trial
+                            // times them as they run (not measured: one host here).
+                            let trial = st.line_trial(t.local.len());
                             Some(DeviceExchange::start(p2p, &t.local, t.me, (settings, false), place, None, trial)?)
                         };
                         st.adopt_layout(t, agreed);

@@ -16,9 +16,9 @@
 //! the one every member runs, and rank 0 names any member that differed.
 //!
 //! On the line barrier the verdict also says how many candidate lines the
-//! ranks try (rank 0's `Comm::line_trial`), and the exchange ends with that
-//! trial on the segment (`line_pick`), so the first barrier hands over a
-//! device already on its fastest line.
+//! ranks try (rank 0's `Comm::line_trial`) over the barriers after this one
+//! (`shm::line_pick`): every rank sets its trial up on the segment before
+//! its first barrier there.
 
 use std::collections::hash_map::RandomState;
 use std::ffi::c_int;
@@ -29,7 +29,7 @@ use crate::exchange::lookout::Lookout;
 use crate::exchange::words::{self, Greeting, Settings, SETTINGS_WORDS};
 use crate::exchange::Agreed;
 use crate::ompi::report::{self, Topic};
-use crate::shm::line_pick::{Failed, LinePick, Picked, Trial};
+use crate::shm::line_pick::Trial;
 use crate::shm::segment::{Offer, Segment, LINE_SLOTS};
 use crate::p2p::{Flight, P2p, Slot, ERROR};
 use crate::settings::Algorithm;
@@ -94,8 +94,6 @@ enum Stage {
     Answers,
     /// Rank 0: verdicts out.
     Verdict,
-    /// Every rank: the trial of the line barrier's candidate lines.
-    Pick,
     Done,
 }
 
@@ -130,11 +128,8 @@ pub struct DeviceExchange<P: P2p> {
     lookout: Option<Lookout>,
     /// Our place in the node's caches, written into the segment's table.
     place: Place,
-    /// The line barrier's trial of candidate lines (rank 0's count wins;
-    /// each rank polls with its own PAUSEs).
+    /// The line barrier's trial of candidate lines (rank 0's count wins).
     trial: Trial,
-    /// During the trial (`Stage::Pick`): it, the agreement, the device.
-    picking: Option<(LinePick, Agreed, Segment)>,
 }
 
 impl<P: P2p> DeviceExchange<P> {
@@ -144,7 +139,7 @@ impl<P: P2p> DeviceExchange<P> {
     /// node's caches (the trees follow them); `lookout` when it is the
     /// communicator's first exchange; `trial`: the candidate lines the line
     /// barrier would try (`line_pick`; 1 or less: none; rank 0's count
-    /// counts) and how this rank polls them.
+    /// counts).
     pub fn start(
         p2p: P,
         members: &[c_int],
@@ -172,7 +167,6 @@ impl<P: P2p> DeviceExchange<P> {
             lookout,
             place,
             trial,
-            picking: None,
         };
         if me == 0 {
             let [s0, s1] = settings.words();
@@ -323,13 +317,6 @@ impl<P: P2p> DeviceExchange<P> {
         Ok(())
     }
 
-    /// This rank's part in a trial of `lines` candidate lines: rank 0's
-    /// count (from the verdict), this rank's PAUSEs a look (its own cpu's
-    /// line path).
-    fn line_pick(&self, lines: usize) -> LinePick {
-        LinePick::new(self.me, lines, self.trial.pauses, crate::wait::now_ns)
-    }
-
     /// Advances the exchange without blocking. `Ok(None)`: not finished.
     /// `Ok(Some((agreed, segment)))`: the agreed outcome, and the device
     /// (every member mapped it) unless the ranks go without one: rank 0
@@ -340,8 +327,8 @@ impl<P: P2p> DeviceExchange<P> {
     /// set here, for the members that the verdict already released onto it.
     pub fn poll(&mut self) -> Result<Option<(Agreed, Option<Segment>)>, c_int> {
         let r = self.advance();
-        let seg = match (&self.outcome, &self.picking) {
-            (Some(Ok(seg)), _) | (_, Some((_, _, seg))) => Some(seg),
+        let seg = match &self.outcome {
+            Some(Ok(seg)) => Some(seg),
             _ => None,
         };
         if let (Some(seg), Err(rc)) = (seg, &r) {
@@ -398,38 +385,14 @@ impl<P: P2p> DeviceExchange<P> {
                     let algorithm = if kind(self.verdict[1]) == VERDICT_LINEAR { Algorithm::Linear } else { self.chosen };
                     let agreed = Agreed { algorithm, inter: None, fallback, disagreement: self.disagreement.take() };
                     let lines = (self.verdict[1] >> 8) as usize;
-                    match segment {
-                        Some(seg) if algorithm == Algorithm::Line && (2..=LINE_SLOTS).contains(&lines) => {
-                            let pick = self.line_pick(lines);
-                            self.picking = Some((pick, agreed, seg));
-                            self.stage = Stage::Pick;
+                    let segment = segment.map(|mut seg| {
+                        if algorithm == Algorithm::Line && (2..=LINE_SLOTS).contains(&lines) {
+                            seg.start_line_trial(self.me, lines, crate::wait::now_ns);
                         }
-                        _ => return Ok(Some((agreed, segment))),
-                    }
-                }
-                Stage::Pick => {
-                    let (pick, _, seg) = self.picking.as_mut().expect("a trial under way");
-                    let done = match pick.poll(seg) {
-                        Ok(done) => done,
-                        // A rank marked the device failed: hand on its error.
-                        Err(Failed::Device) => return Err(seg.revoked().unwrap_or(ERROR)),
-                        Err(Failed::Announcement(p)) => {
-                            report::verbose(0, &format!(
-                                "the line barrier's trial of {} candidate lines: rank 0's announcement reads {p}, \
-                                 not a candidate; this communicator's barriers fail",
-                                pick.slots()
-                            ));
-                            return Err(ERROR);
-                        }
-                    };
-                    let Some(Picked { slot, count, times }) = done else { return Ok(None) };
-                    let (pick, agreed, mut seg) = self.picking.take().expect("a trial under way");
-                    seg.use_line(slot, count);
-                    if let Some((ns, first)) = times {
-                        seg.note_line_trial(pick.slots(), ns, first);
-                    }
+                        seg
+                    });
                     self.stage = Stage::Done;
-                    return Ok(Some((agreed, Some(seg))));
+                    return Ok(Some((agreed, segment)));
                 }
                 Stage::Done => return Err(ERROR),
             }
@@ -437,17 +400,12 @@ impl<P: P2p> DeviceExchange<P> {
     }
 }
 
-/// An exchange dropped during the trial (the communicator failed or was
-/// revoked meanwhile, or a panic unwound out of it) marks the device
-/// failed, so that the ranks still in the trial, which read no message
-/// any more, end theirs too. So does one dropped before its end with the
-/// segment in hand: a peer may still attach to it, and the mark keeps it
-/// from ever being kept for another communicator (`shm::kept`).
+/// An exchange dropped before its end with the segment in hand (the
+/// communicator failed or was revoked meanwhile, or a panic unwound out of
+/// it) marks the device failed: a peer may still attach to it, and the mark
+/// keeps it from ever being kept for another communicator (`shm::kept`).
 impl<P: P2p> Drop for DeviceExchange<P> {
     fn drop(&mut self) {
-        if let Some((_, _, seg)) = &self.picking {
-            seg.set_failed();
-        }
         if let Some(Ok(seg)) = &self.outcome {
             seg.set_failed();
         }
@@ -491,21 +449,18 @@ mod tests {
 
     /// As `exchange_versions`, rank r offering `lines[r]` candidate lines.
     fn exchange_lines(algs: &[Algorithm], others: &[usize], lines: &[usize]) -> Vec<(Agreed, Option<Segment>)> {
-        let trials: Vec<Trial> = lines.iter().map(|&lines| Trial { lines, pauses: 1 }).collect();
-        exchange_trials(algs, others, &trials).into_iter().map(|(a, _)| a).collect()
+        exchange_then(algs, others, lines, 0)
     }
 
-    /// As `exchange_versions`, rank r asked for `trials[r]`; with each
-    /// outcome, the PAUSEs a look its line trial makes.
-    fn exchange_trials(
-        algs: &[Algorithm],
-        others: &[usize],
-        trials: &[Trial],
-    ) -> Vec<((Agreed, Option<Segment>), u32)> {
+    /// As `exchange_lines`, each rank then running `rounds` line barriers
+    /// on its device (as `barrier::device` does: the trial's step, the
+    /// arrival, the wait on the ticket's line).
+    fn exchange_then(algs: &[Algorithm], others: &[usize], lines: &[usize], rounds: usize) -> Vec<(Agreed, Option<Segment>)> {
+        use crate::core::line;
         let n = algs.len();
         let algs = algs.to_vec();
         let others = others.to_vec();
-        let trials = trials.to_vec();
+        let trials: Vec<Trial> = lines.iter().map(|&lines| Trial { lines }).collect();
         mem::run(mem::network(&vec!["a"; n]), move |ep| {
             let me = ep.rank() as usize;
             if others.contains(&me) {
@@ -517,13 +472,23 @@ mod tests {
             let s = Settings { algorithm: algs[me].for_node(n, me.is_multiple_of(2)), inter: None };
             let mut b = DeviceExchange::start(ep, &members, me, (s, algs[me] == Algorithm::Auto), Place::UNKNOWN, None, trials[me])
                 .unwrap();
-            let pauses = b.line_pick(2).pauses();
-            loop {
+            let out = loop {
                 if let Some(a) = b.poll().unwrap() {
-                    return (a, pauses);
+                    break a;
                 }
                 std::thread::yield_now();
+            };
+            if let Some(seg) = &out.1 {
+                for _ in 0..rounds {
+                    seg.line_step().unwrap();
+                    let slot = usize::from(seg.line_slot());
+                    let c = line::arrive(seg.line_wires(), me, seg.line_mine());
+                    while !line::is_released(seg.line_candidate(slot), c) {
+                        std::thread::yield_now();
+                    }
+                }
             }
+            out
         })
     }
 
@@ -581,51 +546,43 @@ mod tests {
         assert!(d.contains("counter on rank 2") && !d.contains("rank 1"), "{d}");
     }
 
-    /// On the line barrier the ranks try rank 0's count of candidate lines
-    /// and all end on the same one, at the same count (here, with rank 0's
-    /// 16: the line barrier's 3 ranks then pass a barrier on it); with 1,
-    /// or another algorithm, nobody tries any and the first line serves.
+    /// On the line barrier every rank sets up rank 0's count of candidate
+    /// lines to try over its next barriers, whatever its own; after them
+    /// all run on one line, the same count (here with rank 0's 16, and
+    /// rank 0 noting what the trial read); with 1, or another algorithm,
+    /// nobody tries any and the first line serves.
     #[test]
-    fn line_ranks_end_the_exchange_on_one_candidate_line() {
+    fn line_ranks_try_rank_0s_candidate_lines_after_the_exchange() {
         use crate::core::line;
+        use crate::shm::line_pick::LineTrial;
         use Algorithm::*;
-        let out = exchange_lines(&[Line, Line, Line], &[], &[16, 1, 1]);
+        let out = exchange_lines(&[Line, Line, Line], &[], &[16, 1, 3]);
+        for (r, (_, seg)) in out.iter().enumerate() {
+            let seg = seg.as_ref().unwrap();
+            assert_eq!((seg.line_trial_slots(), seg.line_in_use()), (Some(16), (0, None)), "rank {r}");
+        }
+        let rounds = LineTrial::barriers(16) as usize + 5;
+        let out = exchange_then(&[Line, Line, Line], &[], &[16, 1, 3], rounds);
         let used: Vec<_> = out.iter().map(|(_, seg)| seg.as_ref().unwrap().line_in_use()).collect();
         assert!(used.iter().all(|u| u.0 == used[0].0), "{used:?}");
         let (slots, ns, first) = used[0].1.expect("rank 0 notes the trial");
         assert!(slots == 16 && ns > 0.0 && ns <= first, "{used:?}");
         assert!(used[1..].iter().all(|u| u.1.is_none()));
         let segs: Vec<&Segment> = out.iter().map(|(_, s)| s.as_ref().unwrap()).collect();
-        // Each rank's count is the trial's on the line picked (the first
-        // line's has the warm-up and the announcement too), which every
-        // wire there holds.
-        use crate::shm::line_pick::{PASSES, PER_BLOCK};
-        let want = (PASSES * PER_BLOCK + if used[0].0 == 0 { 2 } else { 0 }) as u8 & line::COUNT;
-        for s in &segs {
-            assert_eq!(s.line_mine().load(SeqCst), want);
-            assert!(s.line_wires().iter().all(|w| w.load(SeqCst) == want));
-        }
+        assert!(segs.iter().all(|s| s.line_trial_slots().is_none()));
+        let mine: Vec<_> = segs.iter().map(|s| s.line_mine().load(SeqCst)).collect();
+        assert!(mine.iter().all(|&m| m == mine[0]), "{mine:?}");
+        assert!(segs.iter().all(|s| s.line_wires().iter().all(|w| w.load(SeqCst) == mine[0])));
         let counts: Vec<_> = segs.iter().enumerate().map(|(r, s)| line::arrive(s.line_wires(), r, s.line_mine())).collect();
-        assert!(counts.iter().all(|&c| c == counts[0]));
         assert!(segs.iter().zip(&counts).all(|(s, &c)| line::is_released(s.line_wires(), c)));
         for (algs, lines) in [([Line, Line], [1, 16]), ([Counter, Counter], [16, 16])] {
             let out = exchange_lines(&algs, &[], &lines);
-            assert!(out.iter().all(|(_, s)| s.as_ref().unwrap().line_in_use() == (0, None)), "{algs:?} {lines:?}");
+            assert!(
+                out.iter().all(|(_, s)| s.as_ref().unwrap().line_in_use() == (0, None)
+                    && s.as_ref().unwrap().line_trial_slots().is_none()),
+                "{algs:?} {lines:?}"
+            );
         }
-    }
-
-    /// Each rank's trial looks with the PAUSEs its own `Trial` asks (its
-    /// own cpu's line path), while the number of lines is rank 0's.
-    #[test]
-    fn each_rank_trial_pauses_as_its_trial_asks() {
-        use Algorithm::*;
-        let trials = [Trial { lines: 3, pauses: 5 }, Trial { lines: 16, pauses: 64 }, Trial { lines: 1, pauses: 1 }];
-        let out = exchange_trials(&[Line, Line, Line], &[], &trials);
-        let pauses: Vec<_> = out.iter().map(|(_, p)| *p).collect();
-        assert_eq!(pauses, [5, 64, 1]);
-        let used: Vec<_> = out.iter().map(|((_, seg), _)| seg.as_ref().unwrap().line_in_use()).collect();
-        assert_eq!(used[0].1.map(|t| t.0), Some(3), "rank 0's 3 lines: {used:?}");
-        assert!(used.iter().all(|u| u.0 == used[0].0), "{used:?}");
     }
 
     #[test]

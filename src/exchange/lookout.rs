@@ -78,13 +78,6 @@ impl Lookout {
         Lookout { foreign, polls: 0, stall, since: Instant::now(), later: Arc::default() }
     }
 
-    /// Whether the call it watches is a blocking MPI_Barrier (not
-    /// MPI_Ibarrier or MPI_Start): every rank's is the same kind, as MPI
-    /// matches blocking and non-blocking collectives only with their own.
-    pub fn blocking(&self) -> bool {
-        self.foreign.is_none()
-    }
-
     /// The same, setting `later` when it takes a notice for a later barrier
     /// (the communicator's: `Comm::lookout`).
     pub fn telling(self, later: Arc<AtomicBool>) -> Lookout {

@@ -38,7 +38,9 @@ use crate::settings::{Algorithm, InterAlgorithm, Setting};
 /// Version 7: the device's segment holds candidate lines for the line
 /// barrier, and a device verdict says how many the ranks try
 /// (`shm::line_pick`).
-pub const PROTOCOL: u64 = 7;
+/// Version 8: the ranks try the candidate lines over the barriers after the
+/// exchange, not inside it, moving between lines at their arrivals.
+pub const PROTOCOL: u64 = 8;
 const MAGIC: u64 = 0x4857_4252; // "HWBR"
 
 /// This rank's protocol version: `PROTOCOL`; in unit tests, where threads

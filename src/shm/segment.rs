@@ -18,12 +18,15 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::OnceLock;
 
 use crate::core::polled::{self, Tree};
 use crate::core::toggle::{Shape, Wires};
 use crate::shm::kept::{Created, Kept, Key, Mapping, KEPT};
+use crate::shm::line_pick::{Announcement, LineTrial, Step};
+use crate::sync::Ordering::Relaxed;
 use crate::sync::Ordering::{AcqRel, Acquire, Release};
-use crate::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Line};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Line};
 use crate::wait::HelpPace;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"HWBARR01");
@@ -60,9 +63,9 @@ const USERS_AT: usize = 56;
 const KEPT_AT: usize = 60;
 const _: () = assert!(LINE_PICK_AT + 4 <= USERS_AT && USERS_AT + 4 <= KEPT_AT && KEPT_AT + 4 <= FAILED_AT);
 
-/// Candidate lines for the line barrier's wires: the ranks try them at
-/// their first barrier and keep the fastest (`shm::line_pick`).
-pub const LINE_SLOTS: usize = 16;
+/// Candidate lines for the line barrier's wires: the ranks try them over
+/// their first barriers and keep the fastest (`shm::line_pick`).
+pub use crate::shm::line_pick::LINE_SLOTS;
 
 /// Byte offsets of the regions inside a segment for `n` ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,15 +155,20 @@ pub struct Segment {
     /// When this process helps the leaders of a polled barrier in flight
     /// (`barrier::device::tested`).
     help: HelpPace,
-    /// Where the line barrier's wires lie: the candidate line picked
-    /// (`use_line`), the first until then.
-    line_wires_at: usize,
-    /// Rank 0, after the trial of the candidate lines: (candidates, ns per
-    /// barrier on the line picked, on the first line).
-    line_trial: Option<(usize, f64, f64)>,
+    /// Where the line barrier's wires lie: the candidate line this rank's
+    /// barriers run on (`line_step`), the first until a trial moves them.
+    line_wires_at: AtomicUsize,
+    /// That candidate line's index.
+    line_slot: AtomicU8,
     /// This rank's count on the line barrier's wire, in process memory
     /// (`core::line::arrive`).
     line_mine: AtomicU8,
+    /// The trial of the candidate lines, over the first barriers
+    /// (`shm::line_pick`); none by default.
+    line_trial: LineTrial,
+    /// Rank 0, after the trial: (candidates, ns per barrier on the line
+    /// picked, on the first line).
+    line_tried: OnceLock<(usize, f64, f64)>,
 }
 
 // SAFETY: the mapping is plain shared memory accessed only through atomics;
@@ -210,9 +218,11 @@ impl Segment {
             kept,
             shape: None,
             help: HelpPace::new(),
-            line_wires_at,
-            line_trial: None,
+            line_wires_at: AtomicUsize::new(line_wires_at),
+            line_slot: AtomicU8::new(0),
             line_mine: AtomicU8::new(0),
+            line_trial: LineTrial::none(),
+            line_tried: OnceLock::new(),
         }
     }
 
@@ -480,11 +490,19 @@ impl Segment {
     }
 
     /// The line barrier's wires, one byte per rank, on as few lines as
-    /// hold them: on the candidate line the ranks picked (`use_line`).
+    /// hold them: on the candidate line this rank's barriers run on now.
+    #[inline(always)]
     pub fn line_wires(&self) -> &[AtomicU8] {
-        // SAFETY: as in `wires`: inside the mapping (a candidate line),
-        // bytes need no alignment, zero-initialised.
-        unsafe { self.slice::<AtomicU8>(self.line_wires_at, self.layout.ranks) }
+        // SAFETY: as in `wires`: inside the mapping (a candidate line:
+        // `line_wires_at` only ever holds one), bytes need no alignment,
+        // zero-initialised.
+        unsafe { self.slice::<AtomicU8>(self.line_wires_at.load(Relaxed), self.layout.ranks) }
+    }
+
+    /// The index of that candidate line, for a barrier's ticket.
+    #[inline(always)]
+    pub fn line_slot(&self) -> u8 {
+        self.line_slot.load(Relaxed)
     }
 
     /// Candidate line `slot` (below `LINE_SLOTS`) for the line barrier's
@@ -497,26 +515,63 @@ impl Segment {
         unsafe { self.slice::<AtomicU8>(l.line_at + slot * l.line_stride, l.ranks) }
     }
 
-    /// From now on the line barrier runs on candidate line `slot`, where
-    /// this rank's count is `count` (`shm::line_pick`). Before the
-    /// device is shared with anything but the pick.
-    pub fn use_line(&mut self, slot: usize, count: u8) {
-        assert!(slot < LINE_SLOTS, "candidate line {slot} of {LINE_SLOTS}");
-        self.line_wires_at = self.layout.line_at + slot * self.layout.line_stride;
-        self.line_mine.store(count, std::sync::atomic::Ordering::Relaxed);
+    /// Sets up this rank's (`me`) trial of `slots` candidate lines over
+    /// the barriers from the next one on (`shm::line_pick`), timed by
+    /// `clock` on rank 0. Before any barrier on the device.
+    pub fn start_line_trial(&mut self, me: usize, slots: usize, clock: fn() -> u64) {
+        self.line_trial = LineTrial::new(me, slots, clock);
     }
 
-    /// Rank 0: what the trial of `slots` candidate lines measured (ns per
-    /// barrier on the line picked and on the first), for the verbose line.
-    pub fn note_line_trial(&mut self, slots: usize, picked_ns: f64, first_ns: f64) {
-        self.line_trial = Some((slots, picked_ns, first_ns));
+    /// Whether the trial of the candidate lines runs: the look every
+    /// arrival on the line barrier makes before `line_step`.
+    #[inline(always)]
+    pub fn line_trial_running(&self) -> bool {
+        self.line_trial.running()
     }
 
-    /// The candidate line in use and, on rank 0 after a trial, what
-    /// `note_line_trial` noted.
+    /// Before this rank's arrival while the trial runs: moves its line
+    /// barrier to the line its next barrier runs on (`LineTrial::step`),
+    /// with its count there. `Ok(true)` when the trial just ended here.
+    /// Nothing here can panic (MPI_Barrier's line path calls it).
+    pub fn line_step(&self) -> Result<bool, Announcement> {
+        let slot = match self.line_trial.step(self.line_pick())? {
+            Step::Stay => return Ok(false),
+            Step::Move(slot) => slot,
+            Step::End { slot, times } => {
+                if let Some((picked, first)) = times {
+                    let _ = self.line_tried.set((self.line_trial.slots(), picked, first));
+                }
+                self.move_line(slot);
+                return Ok(true);
+            }
+        };
+        self.move_line(slot);
+        Ok(false)
+    }
+
+    /// Moves this rank's line barrier to candidate line `to`, keeping its
+    /// count on the line it leaves.
+    fn move_line(&self, to: usize) {
+        let (from, to) = (usize::from(self.line_slot()), to % LINE_SLOTS);
+        if from == to {
+            return;
+        }
+        self.line_trial.count(from).store(self.line_mine.load(Relaxed), Relaxed);
+        self.line_mine.store(self.line_trial.count(to).load(Relaxed), Relaxed);
+        self.line_slot.store(to as u8, Relaxed);
+        self.line_wires_at.store(self.layout.line_at + to * self.layout.line_stride, Relaxed);
+    }
+
+    /// The candidate line in use and, on rank 0 after a trial, what it
+    /// measured (candidates, ns per barrier on the line picked, on the
+    /// first line).
     pub fn line_in_use(&self) -> (usize, Option<(usize, f64, f64)>) {
-        let l = &self.layout;
-        ((self.line_wires_at - l.line_at) / l.line_stride, self.line_trial)
+        (usize::from(self.line_slot()), self.line_tried.get().copied())
+    }
+
+    /// The candidate lines a trial still running tries.
+    pub fn line_trial_slots(&self) -> Option<usize> {
+        self.line_trial.running().then(|| self.line_trial.slots())
     }
 
     /// The word where rank 0 announces the candidate line picked.
@@ -574,7 +629,135 @@ impl Drop for Segment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{counter, toggle};
+    use crate::core::{counter, line, toggle};
+    use crate::shm::line_pick::{PASSES, PER_BLOCK};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    /// One line barrier as the device runs it: the trial's step, the
+    /// arrival on the line it names, the wait on the ticket's line.
+    fn barrier(seg: &Segment, me: usize) -> bool {
+        let ended = seg.line_step().unwrap();
+        let slot = seg.line_slot();
+        let count = line::arrive(seg.line_wires(), me, seg.line_mine());
+        while !line::is_released(seg.line_candidate(usize::from(slot)), count) {
+            std::thread::yield_now();
+        }
+        ended
+    }
+
+    /// A rank's line in use and rank 0's trial figures (`line_in_use`), its
+    /// count there, and the barrier at which its trial ended.
+    type Ended = ((usize, Option<(usize, f64, f64)>), u8, Option<usize>);
+
+    /// `n` threads, each a rank with its own mapping of one segment, try
+    /// `slots` candidate lines from their first barrier on (rank 0 timed by
+    /// `clock`) and run `rounds` line barriers, checking that no thread
+    /// leaves a barrier before every thread entered it. Each rank's
+    /// `Ended`.
+    fn run(n: usize, slots: usize, clock: fn() -> u64, rounds: usize) -> Vec<Ended> {
+        let first = Segment::create(n, 1).unwrap();
+        let offer = first.offer().unwrap();
+        let mut segs = vec![first];
+        segs.extend((1..n).map(|_| Segment::attach(&offer, n).unwrap()));
+        let entered = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = segs
+                .into_iter()
+                .enumerate()
+                .map(|(me, mut seg)| {
+                    let entered = &entered;
+                    s.spawn(move || {
+                        seg.start_line_trial(me, slots, clock);
+                        let mut ended = None;
+                        for round in 0..rounds {
+                            entered.fetch_add(1, SeqCst);
+                            if barrier(&seg, me) {
+                                ended = Some(round);
+                            }
+                            let seen = entered.load(SeqCst);
+                            assert!(seen >= (round + 1) * n, "n={n} rank {me} left round {round} early ({seen})");
+                        }
+                        (seg.line_in_use(), seg.line_mine().load(SeqCst), ended)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    thread_local! {
+        /// The fake clock's reads so far.
+        static READS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// A fake clock read at the start of each block and at the
+    /// announcement, in the trial's order (block b ends at read b + 1; its
+    /// line is b mod 16): blocks on line `fast` take 1 µs, the others 3
+    /// µs, but the first pass's block on `fast` takes 100 µs (a preempted
+    /// rank).
+    fn clock_with_fastest(fast: usize) -> u64 {
+        let k = READS.with(|r| {
+            r.set(r.get() + 1);
+            r.get() - 1
+        });
+        (0..k)
+            .map(|b| match b % 16 {
+                s if s == fast && b < 16 => 100_000,
+                s if s == fast => 1_000,
+                _ => 3_000,
+            })
+            .sum()
+    }
+
+    fn line_5_fastest() -> u64 {
+        clock_with_fastest(5)
+    }
+
+    fn line_0_fastest() -> u64 {
+        clock_with_fastest(0)
+    }
+
+    /// Every rank ends on the line rank 0 timed fastest, at the barrier
+    /// after the announcement, with the count every rank has there (the
+    /// first line's includes the first barrier, the announcement and the
+    /// barriers after it); rank 0's times are per barrier, and its slow
+    /// block counted for nothing. The barriers go on there.
+    #[test]
+    fn every_rank_ends_on_the_fastest_line() {
+        let total = LineTrial::barriers(16) as usize;
+        for (fast, clock) in [(5, line_5_fastest as fn() -> u64), (0, line_0_fastest)] {
+            for (n, after) in [(2, 0), (3, 1), (5, 40)] {
+                let out = run(n, 16, clock, total + 1 + after);
+                let on_fast = (PASSES * PER_BLOCK) as usize + 1 + after + if fast == 0 { 2 } else { 0 };
+                let want = on_fast as u8 & line::COUNT;
+                for (r, ((slot, tried), count, ended)) in out.iter().enumerate() {
+                    assert_eq!((*slot, *count, *ended), (fast, want, Some(total)), "n={n} rank {r}");
+                    assert_eq!(tried.is_some(), r == 0, "n={n} rank {r}");
+                }
+                let (slots, picked, first) = out[0].0 .1.unwrap();
+                let first_ns = if fast == 0 { 1_000.0 } else { 3_000.0 };
+                assert_eq!((slots, picked, first), (16, 1_000.0 / PER_BLOCK as f64, first_ns / PER_BLOCK as f64));
+            }
+        }
+    }
+
+    /// With the real clock the ranks agree on whichever line it picks, and
+    /// barriers before, through and after the trial never leave early,
+    /// for several counts of ranks and candidates; a communicator that
+    /// stops before the trial's end stays where it was, with no times.
+    #[test]
+    fn the_ranks_agree_and_no_barrier_leaves_early() {
+        for (n, slots) in [(2, 2), (3, 16), (4, 7), (2, 16)] {
+            let total = LineTrial::barriers(slots) as usize;
+            let out = run(n, slots, crate::wait::now_ns, total + 300);
+            let ((slot, _), count, _) = out[0];
+            assert!(slot < slots);
+            assert!(out.iter().all(|o| (o.0 .0, o.1, o.2) == (slot, count, Some(total))), "n={n}: {out:?}");
+        }
+        let out = run(3, 4, crate::wait::now_ns, 100);
+        assert!(out.iter().all(|o| o.0 .1.is_none() && o.2.is_none()), "{out:?}");
+    }
 
     #[test]
     fn layout_is_page_rounded_and_line_aligned() {
