@@ -547,6 +547,85 @@ mod tests {
         }
     }
 
+    /// The line trial over a communicator's first barriers, whatever
+    /// path each takes: MPI_Barrier's line path and its rest, the
+    /// contained entry and wait (with sleeps), and a start's arrival tested
+    /// until released (MPI_Start, MPI_Ibarrier), all ranks the same kind in
+    /// each barrier, each rank late now and then. No rank leaves a barrier
+    /// before every rank entered it, before, through or after the trial;
+    /// every rank ends on the line rank 0 picked, which rank 0's trial
+    /// timed.
+    #[test]
+    fn the_line_trial_runs_through_every_path_of_a_barrier() {
+        use crate::comm::{Options, Route};
+        use crate::p2p::mem;
+        use crate::settings::Algorithm;
+        use crate::shm::line_pick::LineTrial;
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Arc;
+        let barriers = LineTrial::barriers(4) as usize + 100;
+        for n in [2usize, 3] {
+            let entered = Arc::new(AtomicUsize::new(0));
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(mem::run(mem::network(&vec!["a"; n]), move |ep| {
+                    let r = ep.rank();
+                    // Ranks that keep their cores: the trial's condition.
+                    let base = Options::for_tests(Algorithm::Line, None);
+                    let policy = WaitPolicy { idle: crate::settings::Idle::Spin, ..base.policy };
+                    let opts = Options { line_candidates: 4, policy, ..base };
+                    let c = Comm::new(ep, r, n as c_int, 3, false, opts);
+                    let mut op = crate::barrier::Op::start(&c, None).unwrap();
+                    while !op.poll(&c).unwrap() {
+                        std::thread::yield_now();
+                    }
+                    assert_eq!(c.route(), Some(Route::Device(Core::Line)));
+                    assert_eq!(c.segment().unwrap().line_trial_slots(), Some(4), "rank {r}");
+                    let line = c.line_polls().expect("the line path");
+                    let mut early = Vec::new();
+                    for k in 0..barriers {
+                        if (k + r as usize).is_multiple_of(11) {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        }
+                        entered.fetch_add(1, SeqCst);
+                        match k % 3 {
+                            0 => {
+                                if let Err(t) = line_barrier(&c, line).expect("a device") {
+                                    line_rest(&c, t).unwrap();
+                                }
+                            }
+                            1 => {
+                                let t = enter(&c, Core::Line);
+                                wait(&c, t, 0).unwrap();
+                            }
+                            _ => {
+                                let t = line_enter(&c).expect("a device");
+                                while !tested(&c, t).unwrap() {
+                                    std::thread::yield_now();
+                                }
+                            }
+                        }
+                        let e = entered.load(SeqCst);
+                        if e < n * (k + 1) {
+                            early.push((k, e));
+                        }
+                    }
+                    let seg = c.segment().unwrap();
+                    (early, seg.line_in_use(), seg.line_trial_slots())
+                }));
+            });
+            let out = rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap_or_else(|_| panic!("{n} ranks: hung"));
+            let picked = out[0].1 .0;
+            for (r, (early, (slot, tried), running)) in out.iter().enumerate() {
+                assert!(early.is_empty(), "{n} ranks: rank {r} left early: {:?}", &early[..early.len().min(4)]);
+                assert_eq!((*slot, *running), (picked, None), "{n} ranks: rank {r}");
+                assert_eq!(tried.is_some(), r == 0, "{n} ranks: rank {r}");
+            }
+            let (slots, ns, first) = out[0].1 .1.unwrap();
+            assert!(slots == 4 && ns > 0.0 && ns <= first, "{n} ranks: {:?}", out[0].1);
+        }
+    }
+
     #[test]
     fn tickets_pack_into_the_express_payload() {
         for t in [
