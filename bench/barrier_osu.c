@@ -5,7 +5,7 @@
  * every MPI under test (Open MPI 4.1, 5.0, 6.0, MPICH).
  *
  * Usage: barrier_osu [blocking|persistent|pace|progress] [iters] [warmup] [sample]
- * Every timed mode starts with `warmup` MPI_Barrier calls alone (default
+ * The blocking, persistent and pace modes start with `warmup` MPI_Barrier calls alone (default
  * iters/10), so that a component that tunes itself over a communicator's
  * first barriers tunes on a loop like the timed ones.
  * With BARRIER_OSU_THREADS=multiple in the environment it starts MPI with

@@ -58,7 +58,7 @@ impl Core {
             Core::Polled => format!(", polled groups per level {}", seg.tree().describe()),
             Core::Line => match seg.line_trial_slots() {
                 Some(slots) => {
-                    format!(", trying {slots} candidate lines over its first {} barriers", LineTrial::barriers(slots))
+                    format!(", trying {slots} candidate lines over {} barriers after this one", LineTrial::barriers(slots))
                 }
                 None => String::new(),
             },
@@ -116,7 +116,7 @@ pub struct Options {
     /// How long a first exchange waits before the rank says whom it waits
     /// for (`exchange::lookout`); None: never.
     pub stall_notice: Option<Duration>,
-    /// Candidate lines the line barrier tries at the first barrier
+    /// Candidate lines the line barrier tries over the first barriers
     /// (`coll_hwbarr_line_candidates`; 1 or less: none).
     pub line_candidates: usize,
     /// ns between two looks of MPI_Barrier's line path
@@ -301,7 +301,7 @@ impl<P: P2p> Comm<P> {
         if let (0, true, (slot, Some((slots, ns, first)))) = (self.rank, self.opts.verbose >= 1, seg.line_in_use()) {
             report::verbose(1, &format!(
                 "communicator '{}' (cid {}): the line barrier runs on line {slot} of {slots} candidates, \
-                 fastest in their trial over its first {} barriers: {ns:.0} ns per barrier against {first:.0} ns on the first",
+                 fastest in their trial over {} barriers after its first: {ns:.0} ns per barrier against {first:.0} ns on the first",
                 self.name(),
                 self.cid,
                 LineTrial::barriers(slots)

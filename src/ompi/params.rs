@@ -37,7 +37,7 @@ pub struct Params {
     /// Seconds a first exchange waits before the rank says whom it waits
     /// for; 0 or less: never.
     pub stall_notice: c_int,
-    /// Candidate lines the line barrier tries at its first barrier.
+    /// Candidate lines the line barrier tries over its first barriers.
     pub line_candidates: c_int,
     /// ns between two looks of MPI_Barrier's line path; 0 or less: a look
     /// after each PAUSE.
@@ -213,13 +213,13 @@ pub unsafe fn register(component: *const mca_base_component_t) -> c_int {
             ),
             int(
                 c"line_candidates",
-                c"Cache lines the line barrier tries at a communicator's first barrier, keeping the fastest \
-                  for the barriers after it (a line passed between cores costs more or less by its address: \
-                  on mesh CPUs each line has its home in one L3 slice). Rank 0's value counts. The trial runs \
-                  3 blocks of 64 barriers per line (770 barriers for 4 lines), each rank looking as its \
-                  MPI_Barrier will (coll_hwbarr_line_poll_gap), in a blocking MPI_Barrier only, where the \
-                  node's ranks keep their cores (the spin policy, with no more ranks than cores). 1 or less: \
-                  no trial, the first line; at most 16. Default: 4",
+                c"Cache lines the line barrier tries over a communicator's first barriers, keeping the \
+                  fastest for the barriers after them (a line passed between cores costs more or less by its \
+                  address: on mesh CPUs each line has its home in one L3 slice). Rank 0's value counts. The \
+                  trial is the program's own barriers of any kind after the communicator's first: 3 blocks \
+                  of 64 per line that rank 0 times, 2 + 192 per line in all (770 for 4 lines), no barrier of \
+                  its own; only where the node's ranks keep their cores (the spin policy, with no more ranks \
+                  than cores). 1 or less: no trial, the first line; at most 16. Default: 4",
                 Lvl::OPAL_INFO_LVL_9,
                 addr_of_mut!(LINE_CANDIDATES),
             ),

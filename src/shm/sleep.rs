@@ -24,7 +24,9 @@ use crate::core::line::{self, Count, ASLEEP};
 use crate::core::polled;
 use crate::core::toggle::{self, Target, Wires};
 use crate::shm::futex::Futex;
-use crate::sync::{self, fence, AtomicI32, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
+use crate::sync::{
+    self, fence, AtomicI32, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst,
+};
 
 /// Counter barrier, waiter: sleeps on our `counter` while it is above 0
 /// (not released), announced in our `asleep` flag.
@@ -101,7 +103,10 @@ pub fn polled_wake(f: &impl Futex, w: &polled::Wires, sleepers: &AtomicU32) {
 /// every arrival, so our look sees them too.
 pub fn line_sleep(f: &impl Futex, wires: &[AtomicU8], me: usize, count: Count, doorbell: &AtomicU32) {
     let rung = doorbell.load(SeqCst);
-    wires[me].store(count.0 | ASLEEP, Relaxed);
+    // Release, as our arrival's store: a peer that sees the barrier
+    // released by this value of our wire sees what we did before arriving
+    // (rank 0's pick of the line trial among it, `shm::line_pick`).
+    wires[me].store(count.0 | ASLEEP, Release);
     fence(SeqCst);
     if !line::is_released(wires, count) {
         f.wait(doorbell, rung);
