@@ -128,11 +128,22 @@ fn line_arrival<P: P2p>(c: &Comm<P>) -> Option<(&Segment, line::Count)> {
         return None;
     }
     // After the look above: a rank that steps the trial arrives too.
-    if seg.line_trial_running() {
-        line_trial_step(c, seg);
+    if step_line_trial(c, seg) {
         wires = seg.line_wires();
     }
     Some((seg, line::arrive(wires, t.me, seg.line_mine())))
+}
+
+/// Before every arrival on the line core: steps the trial of the candidate
+/// lines if one runs (one look once it is over). True if it stepped: the
+/// line may have moved.
+#[inline(always)]
+fn step_line_trial<P: P2p>(c: &Comm<P>, seg: &Segment) -> bool {
+    let running = seg.line_trial_running();
+    if running {
+        line_trial_step(c, seg);
+    }
+    running
 }
 
 /// Before an arrival while the trial of the candidate lines runs
@@ -183,9 +194,7 @@ pub fn enter<P: P2p>(c: &Comm<P>, core: Core) -> Ticket {
 /// shared line.
 #[inline(always)]
 fn line_arrive<P: P2p>(c: &Comm<P>, seg: &Segment, me: usize) -> Ticket {
-    if seg.line_trial_running() {
-        line_trial_step(c, seg);
-    }
+    step_line_trial(c, seg);
     Ticket::Line(line::arrive(seg.line_wires(), me, seg.line_mine()), seg.line_slot())
 }
 
@@ -552,6 +561,24 @@ mod tests {
         }
     }
 
+    /// Rank `ep.rank()` of `n` on the line core, its ranks keeping their
+    /// cores (the trial's condition) and trying 4 candidate lines, its
+    /// first barrier (the device exchange) over.
+    fn trial_comm(ep: crate::p2p::mem::Mem, n: usize) -> Comm<crate::p2p::mem::Mem> {
+        use crate::comm::Options;
+        use crate::settings::{Algorithm, Idle};
+        let base = Options::for_tests(Algorithm::Line, None);
+        let policy = WaitPolicy { idle: Idle::Spin, ..base.policy };
+        let opts = Options { line_candidates: 4, policy, ..base };
+        let r = ep.rank();
+        let c = Comm::new(ep, r, n as c_int, 3, false, opts);
+        let mut op = crate::barrier::Op::start(&c, None).unwrap();
+        while !op.poll(&c).unwrap() {
+            std::thread::yield_now();
+        }
+        c
+    }
+
     /// The line trial over a communicator's first barriers, whatever
     /// path each takes: MPI_Barrier's line path and its rest, the
     /// contained entry and wait, and a start's arrival tested
@@ -562,9 +589,8 @@ mod tests {
     /// timed.
     #[test]
     fn the_line_trial_runs_through_every_path_of_a_barrier() {
-        use crate::comm::{Options, Route};
+        use crate::comm::Route;
         use crate::p2p::mem;
-        use crate::settings::Algorithm;
         use crate::shm::line_pick::LineTrial;
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
         use std::sync::Arc;
@@ -575,15 +601,7 @@ mod tests {
             std::thread::spawn(move || {
                 let _ = tx.send(mem::run(mem::network(&vec!["a"; n]), move |ep| {
                     let r = ep.rank();
-                    // Ranks that keep their cores: the trial's condition.
-                    let base = Options::for_tests(Algorithm::Line, None);
-                    let policy = WaitPolicy { idle: crate::settings::Idle::Spin, ..base.policy };
-                    let opts = Options { line_candidates: 4, policy, ..base };
-                    let c = Comm::new(ep, r, n as c_int, 3, false, opts);
-                    let mut op = crate::barrier::Op::start(&c, None).unwrap();
-                    while !op.poll(&c).unwrap() {
-                        std::thread::yield_now();
-                    }
+                    let c = trial_comm(ep, n);
                     assert_eq!(c.route(), Some(Route::Device(Core::Line)));
                     assert_eq!(c.segment().unwrap().line_trial_slots(), Some(4), "rank {r}");
                     let line = c.line_polls().expect("the line path");
@@ -638,9 +656,7 @@ mod tests {
     /// hangs on a line the other left.
     #[test]
     fn a_bad_announcement_fails_every_ranks_barrier() {
-        use crate::comm::Options;
         use crate::p2p::mem;
-        use crate::settings::Algorithm;
         use crate::shm::line_pick::LineTrial;
         use std::sync::atomic::Ordering::SeqCst;
         use std::sync::{Arc, Barrier};
@@ -649,13 +665,7 @@ mod tests {
         std::thread::spawn(move || {
             let _ = tx.send(mem::run(mem::network(&["a"; 2]), move |ep| {
                 let r = ep.rank();
-                let base = Options::for_tests(Algorithm::Line, None);
-                let policy = WaitPolicy { idle: crate::settings::Idle::Spin, ..base.policy };
-                let c = Comm::new(ep, r, 2, 3, false, Options { line_candidates: 4, policy, ..base });
-                let mut op = crate::barrier::Op::start(&c, None).unwrap();
-                while !op.poll(&c).unwrap() {
-                    std::thread::yield_now();
-                }
+                let c = trial_comm(ep, 2);
                 let line = c.line_polls().expect("the line path");
                 let barrier = || match line_barrier(&c, line).expect("a device") {
                     Ok(()) => Ok(()),
