@@ -12,6 +12,7 @@
 //! - `soak <barriers>`: every kind of barrier on long- and short-lived communicators; memory, mappings, fds.
 //! - `lifecycle <rounds>`: communicators freed with a barrier pending, refused request frees, finalize in flight.
 //! - `threads <rounds>`: MPI_THREAD_MULTIPLE, threads creating, using and freeing communicators of their own.
+//! - `setups <rounds>`: MPI_THREAD_MULTIPLE, threads running the first barriers of their communicators at once.
 //! - `absent <rounds>`: a non-blocking barrier completes for one rank while the others make no MPI call.
 //! - `overlap <rounds>`: two MPI_Ibarrier and an MPI_Ibcast outstanding at once on rank 0: the broadcast is right.
 //! - `intercomm <rounds>`: barrier, broadcast, scatter and allreduce on an even/odd intercommunicator.
@@ -42,6 +43,7 @@ mod progress;
 mod pvar;
 mod semantics;
 mod sessions;
+mod setups;
 mod soak;
 mod spawn;
 mod threads;
@@ -249,9 +251,9 @@ fn main() {
     if mode == "sessions" {
         return sessions::run(arg); // no MPI_Init: the session is the program's only MPI
     }
-    // `threads` needs MPI_THREAD_MULTIPLE; HWBARR_THREAD_MULTIPLE asks it
+    // `threads` and `setups` need MPI_THREAD_MULTIPLE; HWBARR_THREAD_MULTIPLE asks it
     // for the other modes too (their one thread makes every call).
-    let universe = if mode == "threads" || std::env::var_os("HWBARR_THREAD_MULTIPLE").is_some() {
+    let universe = if mode == "threads" || mode == "setups" || std::env::var_os("HWBARR_THREAD_MULTIPLE").is_some() {
         let (u, level) = mpi::initialize_with_threading(mpi::Threading::Multiple).expect("MPI_Init_thread");
         assert_eq!(level, mpi::Threading::Multiple, "MPI_THREAD_MULTIPLE");
         u
@@ -277,6 +279,7 @@ fn main() {
         "absent" => absent::run(&world, arg),
         "lifecycle" => lifecycle::run(&world, arg),
         "threads" => threads::run(&world, arg),
+        "setups" => setups::run(&world, arg),
         "spawn" => spawn::run(&world, arg),
         "accept" => connect::run(&world, arg, true),
         "connect" => connect::run(&world, arg, false),

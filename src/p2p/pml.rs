@@ -1,8 +1,10 @@
 //! `P2p` over Open MPI's point-to-point engine (PML), on the barrier tag
 //! of collective components (`MCA_COLL_BASE_TAG_BARRIER`).
 
+use std::cell::Cell;
 use std::ffi::c_int;
 use std::ptr::null_mut;
+use std::sync::{Mutex, MutexGuard};
 
 use super::{P2p, ANY_SOURCE, ERROR, SUCCESS};
 use crate::ompi::ffi::{self, ompi_communicator_t as Comm, ompi_request_t as Request, MCA_COLL_BASE_TAG_BARRIER as TAG};
@@ -13,6 +15,8 @@ const _: () = assert!(ANY_SOURCE == ffi::MPI_ANY_SOURCE && SUCCESS == ffi::SUCCE
 #[derive(Clone, Copy)]
 pub struct Pml {
     comm: *mut Comm,
+    /// MPI_THREAD_MULTIPLE: this process's sends take turns (`SendTurn`).
+    take_turns: bool,
 }
 
 // SAFETY: a communicator pointer; Open MPI's PML may be called from any
@@ -29,7 +33,71 @@ impl Pml {
     /// a copy) is used: the module serving it, and each request of that
     /// module, hold it.
     pub unsafe fn new(comm: *mut Comm) -> Pml {
-        Pml { comm }
+        // SAFETY: reads a flag MPI_Init (or the first session) set before
+        // any communicator chose its collectives.
+        let take_turns = unsafe { ffi::hwb_mpi_thread_multiple() } != 0;
+        Pml { comm, take_turns }
+    }
+
+    /// This process's turn to start a send, if its sends take turns.
+    fn turn(&self) -> Option<SendTurn> {
+        self.take_turns.then(SendTurn::take).flatten()
+    }
+
+    /// Starts sending `data` to `dst` in this process's turn.
+    fn start_send(&self, data: &[u64], dst: c_int) -> Result<*mut Request, c_int> {
+        let mut req = null_mut();
+        let turn = self.turn();
+        // SAFETY: the buffer is valid for its length, and stays so until
+        // the request completes (the callers' duty); `comm` is live.
+        let rc = unsafe { ffi::hwb_pml_isend(data.as_ptr().cast(), data.len() * 8, dst, TAG, self.comm, &mut req) };
+        drop(turn);
+        check(rc).map(|()| req)
+    }
+}
+
+/// Under MPI_THREAD_MULTIPLE hwbarr's sends in a process start one at a
+/// time. Open MPI 6.0.0a1's shared-memory transport (btl/sm) numbers a
+/// message it writes into a peer's fast box after leaving the lock that
+/// reserved its room, so two threads sending to the same peer at once can
+/// number their messages out of order, or the same: the peer then waits
+/// forever for the number it expects, and every later message from this
+/// process to it waits behind (docs/testing.md, "A first barrier that never
+/// ended on 6.0.0a1"). A rank's threads that set up their communicators'
+/// devices at once send to the same peers at once. The turn covers the
+/// call that starts a send, never a wait; it costs one uncontended lock
+/// per send where threads may send at once, and nothing otherwise. It
+/// cannot keep the program's own sends from racing each other or ours.
+static SENDING: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// This thread holds `SENDING` (a send started from inside another's
+    /// start, should Open MPI ever turn progress there, must not wait for
+    /// itself).
+    static HOLDS_TURN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A thread's turn to start a send; the next thread's comes when it drops.
+struct SendTurn {
+    _held: MutexGuard<'static, ()>,
+}
+
+impl SendTurn {
+    /// Waits for the turn; None if this thread holds it already.
+    fn take() -> Option<SendTurn> {
+        if HOLDS_TURN.with(Cell::get) {
+            return None;
+        }
+        // A panic while the lock was held poisons it; it guards nothing.
+        let g = SENDING.lock().unwrap_or_else(|p| p.into_inner());
+        HOLDS_TURN.with(|h| h.set(true));
+        Some(SendTurn { _held: g })
+    }
+}
+
+impl Drop for SendTurn {
+    fn drop(&mut self) {
+        HOLDS_TURN.with(|h| h.set(false));
     }
 }
 
@@ -147,12 +215,9 @@ impl P2p for Pml {
         if let Some(rc) = fault::injected() {
             return Err(rc);
         }
-        let mut req = null_mut();
-        // SAFETY: the buffer is valid for its length and owned by the `Op`
-        // returned, which keeps it until the request completes (see `Op`);
-        // `comm` is the live communicator.
-        let rc = unsafe { ffi::hwb_pml_isend(data.as_ptr().cast(), data.len() * 8, dst, TAG, self.comm, &mut req) };
-        check(rc)?;
+        // The buffer is owned by the `Op` returned, which keeps it until
+        // the request completes (see `Op`).
+        let req = self.start_send(&data, dst)?;
         Ok(Op { req, buf: Some(data) })
     }
 
@@ -187,6 +252,17 @@ impl P2p for Pml {
     fn send(&self, data: &[u64], dst: c_int) -> Result<(), c_int> {
         if let Some(rc) = fault::injected() {
             return Err(rc);
+        }
+        if self.take_turns {
+            // Started in this process's turn, waited for outside it.
+            let data: Box<[u64]> = data.into();
+            let mut op = Op { req: self.start_send(&data, dst)?, buf: Some(data) };
+            return crate::wait::try_wait_until(
+                crate::wait::WaitPolicy::TURN_PROGRESS,
+                || self.test(&mut op).map(|done| done.is_some()),
+                || self.progress(),
+                || {},
+            );
         }
         // SAFETY: the buffer is valid for its length for the whole
         // (blocking) call; `comm` is live.
