@@ -45,11 +45,14 @@ impl Pml {
     }
 
     /// Starts sending `data` to `dst` in this process's turn.
-    fn start_send(&self, data: &[u64], dst: c_int) -> Result<*mut Request, c_int> {
+    ///
+    /// # Safety
+    /// `data` stays valid, unmoved, until the request returned completes.
+    unsafe fn start_send(&self, data: &[u64], dst: c_int) -> Result<*mut Request, c_int> {
         let mut req = null_mut();
         let turn = self.turn();
         // SAFETY: the buffer is valid for its length, and stays so until
-        // the request completes (the callers' duty); `comm` is live.
+        // the request completes (the caller's promise); `comm` is live.
         let rc = unsafe { ffi::hwb_pml_isend(data.as_ptr().cast(), data.len() * 8, dst, TAG, self.comm, &mut req) };
         drop(turn);
         check(rc).map(|()| req)
@@ -215,9 +218,10 @@ impl P2p for Pml {
         if let Some(rc) = fault::injected() {
             return Err(rc);
         }
-        // The buffer is owned by the `Op` returned, which keeps it until
-        // the request completes (see `Op`).
-        let req = self.start_send(&data, dst)?;
+        // SAFETY: the boxed buffer (its heap memory does not move) is
+        // owned by the `Op` returned, which keeps it until the request
+        // completes (see `Op`).
+        let req = unsafe { self.start_send(&data, dst) }?;
         Ok(Op { req, buf: Some(data) })
     }
 
@@ -256,7 +260,8 @@ impl P2p for Pml {
         if self.take_turns {
             // Started in this process's turn, waited for outside it.
             let data: Box<[u64]> = data.into();
-            let mut op = Op { req: self.start_send(&data, dst)?, buf: Some(data) };
+            // SAFETY: as in `isend`: the `Op` owns the boxed buffer.
+            let mut op = Op { req: unsafe { self.start_send(&data, dst) }?, buf: Some(data) };
             return crate::wait::try_wait_until(
                 crate::wait::WaitPolicy::TURN_PROGRESS,
                 || self.test(&mut op).map(|done| done.is_some()),
