@@ -75,7 +75,7 @@ fn threads_transport() -> Vec<(&'static str, &'static str)> {
 /// makes the dups, so that only hwbarr's messages leave threads at once),
 /// on Open MPI's shared-memory transport, every barrier checked on the
 /// board. The threads' setup exchanges send to the same peer at once: on
-/// 6.0.0a1, before hwbarr's sends took turns, 8 of 10 launches of 1,000
+/// 6.0.0a1, before hwbarr's sends took turns, 10 of 10 launches of 2,000
 /// rounds hung in a first barrier (docs/testing.md).
 #[test]
 fn threads_setting_up_their_communicators_at_once_do_not_hang() {
