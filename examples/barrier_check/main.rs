@@ -238,6 +238,26 @@ fn check_after(t: &Tested, board: &Board, me: usize, k: u64) {
     }
 }
 
+/// A raw communicator handle lent to a thread (MPI_THREAD_MULTIPLE modes).
+struct Handle(mpi::ffi::MPI_Comm);
+
+// SAFETY: MPI handles may be used from any thread under
+// MPI_THREAD_MULTIPLE; each is used by one thread at a time.
+unsafe impl Send for Handle {}
+
+/// `count` dups of MPI_COMM_WORLD, made on this thread; the caller frees them.
+fn world_dups(world: &SimpleCommunicator, count: usize) -> Vec<Handle> {
+    use mpi::raw::AsRaw;
+    (0..count)
+        .map(|_| {
+            let mut c = world.as_raw();
+            // SAFETY: a live communicator; `c` is an out-parameter.
+            assert_eq!(unsafe { mpi::ffi::MPI_Comm_dup(world.as_raw(), &mut c) }, 0);
+            Handle(c)
+        })
+        .collect()
+}
+
 fn rss_kib() -> usize {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     let l = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();

@@ -14,12 +14,6 @@ const BARRIERS: u64 = 3;
 
 pub fn run(world: &SimpleCommunicator, rounds: u64) {
     use mpi::ffi::*;
-    use mpi::raw::AsRaw;
-    /// A communicator handle lent to one thread (MPI_THREAD_MULTIPLE).
-    struct Handle(MPI_Comm);
-    // SAFETY: MPI handles may be used from any thread under
-    // MPI_THREAD_MULTIPLE; each is used by one thread at a time.
-    unsafe impl Send for Handle {}
     let board = Board::open();
     let me = world.rank() as usize;
     let n = world.size() as usize;
@@ -28,14 +22,7 @@ pub fn run(world: &SimpleCommunicator, rounds: u64) {
     // Barriers entered per thread's slot, over every round.
     let mut counts = vec![0u64; threads];
     for _ in 0..rounds {
-        let dups: Vec<Handle> = (0..threads)
-            .map(|_| {
-                let mut c = world.as_raw();
-                // SAFETY: a live communicator; `c` is an out-parameter.
-                assert_eq!(unsafe { MPI_Comm_dup(world.as_raw(), &mut c) }, 0);
-                Handle(c)
-            })
-            .collect();
+        let dups = world_dups(world, threads);
         std::thread::scope(|s| {
             for (slot, (comm, count)) in dups.iter().zip(counts.iter_mut()).enumerate() {
                 let (board, comm) = (&board, Handle(comm.0));

@@ -18,22 +18,9 @@ const BURST: usize = 20;
 /// other threads print theirs.
 pub fn run(world: &SimpleCommunicator, rounds: u64) {
     use mpi::ffi::*;
-    use mpi::raw::AsRaw;
-    /// A communicator handle moved into its thread (MPI_THREAD_MULTIPLE).
-    struct Handle(MPI_Comm);
-    // SAFETY: MPI handles may be used from any thread under
-    // MPI_THREAD_MULTIPLE; each is used by one thread only.
-    unsafe impl Send for Handle {}
     let me = world.rank();
     let n: usize = std::env::var("HWBARR_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
-    let parents: Vec<Handle> = (0..n)
-        .map(|_| {
-            let mut c = world.as_raw();
-            // SAFETY: a live communicator; `c` is an out-parameter.
-            assert_eq!(unsafe { MPI_Comm_dup(world.as_raw(), &mut c) }, 0);
-            Handle(c)
-        })
-        .collect();
+    let parents = world_dups(world, n);
     let joins: Vec<_> = parents
         .into_iter()
         .enumerate()

@@ -180,9 +180,10 @@ impl<P: P2p> Flight<P> {
     pub fn done(&mut self) -> Result<bool, c_int> {
         let mut first_err = None;
         let (p2p, got) = (&self.p2p, &mut self.got);
-        self.ops.retain_mut(|(slot, _, op)| match p2p.test(op) {
+        self.ops.retain_mut(|(slot, src, op)| match p2p.test(op) {
             Ok(None) => true,
-            Ok(Some(buf)) if buf.first().is_some_and(|&w| is_failure(w)) => {
+            // A receive that got a failure notice (a send's own data is none).
+            Ok(Some(buf)) if src.is_some() && buf.first().is_some_and(|&w| is_failure(w)) => {
                 first_err.get_or_insert(ERROR);
                 false
             }
