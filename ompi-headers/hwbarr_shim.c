@@ -503,6 +503,12 @@ void hwb_request_complete(ompi_request_t *req, int error)
     ompi_request_complete(req, true);
 }
 
+void hwb_request_complete_unwaited(ompi_request_t *req, int error)
+{
+    req->req_status.MPI_ERROR = error;
+    ompi_request_complete(req, false);
+}
+
 void hwb_request_forget(ompi_request_t **req) { *req = MPI_REQUEST_NULL; }
 
 void hwb_request_retire(ompi_request_t *req) { OMPI_REQUEST_FINI(req); }

@@ -160,6 +160,10 @@ int hwb_request_is_complete(struct ompi_request_t *req);
 void hwb_request_activate(struct ompi_request_t *req);
 /* MPI-complete it (wakes a waiter), with an MPI error code. */
 void hwb_request_complete(struct ompi_request_t *req, int error);
+/* MPI-complete it inside the call that starts it (MPI_Start, MPI_Ibarrier),
+ * before the caller has it back: nobody can be waiting on it yet, so there is
+ * no waiter to wake and no atomic exchange to make. */
+void hwb_request_complete_unwaited(struct ompi_request_t *req, int error);
 /* Take back a completed non-persistent request for reuse (kept by hwbarr,
  * unknown to MPI until reissued). */
 void hwb_request_retire(struct ompi_request_t *req);

@@ -211,10 +211,15 @@ impl Server {
             // barrier: counted apart, atomically.
             (Ok(()), Finisher::Progress) => self.comm.count_served_async(),
         }
-        // SAFETY: our live request: not complete yet, so MPI has not freed
-        // it (`request::free` refuses a request that is not complete);
-        // completing wakes whoever waits on it.
-        unsafe { ffi::hwb_request_complete(req, code(outcome)) }
+        match by {
+            // SAFETY: our live request, not complete yet, inside the call
+            // that starts it: MPI has not freed it and nobody waits on it.
+            Finisher::Issuer => unsafe { ffi::hwb_request_complete_unwaited(req, code(outcome)) },
+            // SAFETY: our live request: not complete yet, so MPI has not freed
+            // it (`request::free` refuses a request that is not complete);
+            // completing wakes whoever waits on it.
+            Finisher::Progress => unsafe { ffi::hwb_request_complete(req, code(outcome)) },
+        }
     }
 
     /// Has progress look after this state's barriers in flight.
