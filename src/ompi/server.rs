@@ -462,8 +462,10 @@ impl Watched for Server {
 // or fixed after enable.
 unsafe impl Sync for Server {}
 
-/// Who completes an express barrier: its issuer in MPI_Start (its arrival
-/// was the last), or a progress pass, maybe on another thread.
+/// Who completes an express barrier: its issuer inside the MPI_Start or
+/// MPI_Ibarrier that started it (released by then or within its window),
+/// before the caller has the request back, or a progress pass, maybe on
+/// another thread, maybe with a waiter to wake.
 #[derive(Clone, Copy)]
 enum Finisher {
     Issuer,
