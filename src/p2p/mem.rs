@@ -316,4 +316,17 @@ mod tests {
         b.send(&[5, 6], 0).unwrap();
         assert_eq!(f.done(), Err(ERR_TRUNCATE));
     }
+
+    /// A Flight judges failure notices on its receives only: sending one
+    /// completes without error, receiving one fails the Flight.
+    #[test]
+    fn a_sent_failure_notice_is_not_the_senders_failure() {
+        let eps = network(&["a", "a"]);
+        let mut f = Flight::new(eps[0].clone());
+        f.send(&[crate::p2p::FAILED], 1).unwrap();
+        assert_eq!(f.done(), Ok(true));
+        let mut g = Flight::new(eps[1].clone());
+        g.recv(1, 0).unwrap();
+        assert!(g.done().is_err());
+    }
 }
