@@ -813,20 +813,36 @@ impl<P: P2p> Comm<P> {
     }
 }
 
-/// Once per process, the first time a wait found its core shared
-/// (`contention`): says so at verbosity 1. Off the hot path: a wait that
-/// got past its first polls, or a progress pass that tested the core,
-/// calls it.
+/// Once per process each, the first time a wait found its core shared
+/// and the first time one moved its thread off a shared CPU
+/// (`contention`): says so at verbosity 1. After every wait, and after a
+/// progress pass that tested the core: one load where there is nothing
+/// to say.
+#[inline]
 pub fn tell_if_shared() {
-    if CONTENTION.shared() && CONTENTION.first_finding() {
-        tell_shared();
+    if CONTENTION.news() {
+        tell_news();
     }
 }
 
 #[cold]
 #[inline(never)]
-fn tell_shared() {
+fn tell_news() {
     let rank = report::world_rank_label();
+    if CONTENTION.first_move() {
+        report::verbose(
+            1,
+            &format!(
+                "world rank {rank}: this process's waits took turns with another task on one CPU while its \
+                 affinity allows others: moved a waiting thread to another CPU (a finding tries this \
+                 up to {} times in a row before its waits give the core up)",
+                crate::contention::MOVE_TRIES
+            ),
+        );
+    }
+    if !(CONTENTION.shared() && CONTENTION.first_finding()) {
+        return;
+    }
     report::verbose(
         1,
         &format!(

@@ -43,10 +43,13 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-pub use crate::shm::sched::yield_and_tell;
+pub use crate::shm::sched::{yield_and_tell, Aside};
+use std::sync::OnceLock;
 
 /// Score at which the core counts as shared.
 pub const SHARE_SCORE: u32 = 6;
+/// Findings let go, each a try at moving off the CPU, before one is kept.
+pub const MOVE_TRIES: u32 = 3;
 /// What a yield that switched to another task adds to the score.
 const SWITCH_SCORE: u32 = 2;
 /// Waits (those that get past their first polls) made with the core given
@@ -92,6 +95,15 @@ pub struct Contention {
     left: AtomicU32,
     /// Whether the finding was reported once already.
     told: AtomicBool,
+    /// Whether a move was reported once already.
+    told_move: AtomicBool,
+    /// A finding kept or a move made since the last `news`.
+    unsaid: AtomicBool,
+    /// Findings let go for a try at moving since the last one kept
+    /// (`yielded`).
+    tries: AtomicU32,
+    /// Tries that moved a thread (said at MPI_Finalize, verbosity 2).
+    moves: AtomicU32,
     /// What progress passes write (`Passes`), on lines of their own: a
     /// thread waiting in MPI_Wait writes them on every pass, while other
     /// threads' blocking waits read `left` on every round.
@@ -117,13 +129,21 @@ impl Contention {
             score: AtomicU32::new(0),
             left: AtomicU32::new(0),
             told: AtomicBool::new(false),
+            told_move: AtomicBool::new(false),
+            unsaid: AtomicBool::new(false),
+            tries: AtomicU32::new(0),
+            moves: AtomicU32::new(0),
             passes: Passes { idle: AtomicU64::new(0), yields: AtomicU64::new(0) },
         }
     }
 
     /// After a long wait's yield: whether it `switched` to another task.
     /// Returns true when this yield found the core shared.
-    pub fn yielded(&self, switched: bool) -> bool {
+    /// The first `MOVE_TRIES` findings since the last one kept are let go
+    /// where the thread could move: each calls `step_aside` with its number
+    /// (0, 1, ...), which may move the thread to another CPU, and the
+    /// process spins on and looks anew.
+    pub fn yielded(&self, switched: bool, step_aside: impl FnOnce(u32) -> Aside) -> bool {
         let score = if switched {
             self.score.fetch_add(SWITCH_SCORE, Relaxed) + SWITCH_SCORE
         } else {
@@ -134,8 +154,27 @@ impl Contention {
             return false;
         }
         self.score.store(0, Relaxed);
+        let tried = self.tries.load(Relaxed);
+        if tried < MOVE_TRIES {
+            let aside = step_aside(tried);
+            if aside == Aside::Moved {
+                self.moves.fetch_add(1, Relaxed);
+                self.unsaid.store(true, Relaxed);
+            }
+            if aside != Aside::Nowhere {
+                self.tries.store(tried + 1, Relaxed);
+                return false;
+            }
+        }
+        self.tries.store(0, Relaxed);
         self.left.store(SHARED_LOOKS, Relaxed);
+        self.unsaid.store(true, Relaxed);
         true
+    }
+
+    /// Tries that moved a thread to another CPU so far.
+    pub fn moves(&self) -> u32 {
+        self.moves.load(Relaxed)
     }
 
     /// Is the core taken for shared now? One relaxed load: every round of
@@ -190,11 +229,44 @@ impl Contention {
         self.passes.yields.load(Relaxed)
     }
 
+    /// Whether a finding was kept or a thread moved since the last call:
+    /// one load where nothing happened (every wait asks).
+    #[inline]
+    pub fn news(&self) -> bool {
+        self.unsaid.load(Relaxed) && self.unsaid.swap(false, Relaxed)
+    }
+
     /// True once per process, the first time it is asked after the core
     /// was found shared (a load, and a swap only that once).
     pub fn first_finding(&self) -> bool {
         !self.told.load(Relaxed) && !self.told.swap(true, Relaxed)
     }
+
+    /// True once per process, the first time it is asked after a thread
+    /// moved.
+    pub fn first_move(&self) -> bool {
+        self.moves() > 0 && !self.told_move.load(Relaxed) && !self.told_move.swap(true, Relaxed)
+    }
+}
+
+/// A finding's try at ending the sharing (`Contention::yielded`): on try
+/// `k` the thread moves to another CPU if bit `k` of its process's rank on
+/// the node is set. Two ranks on one CPU that both moved would meet again
+/// on the next; numbers that differ in one of their low bits split them.
+pub fn step_aside(try_number: u32) -> Aside {
+    crate::shm::sched::make_room((node_rank() >> try_number.min(31)) & 1 == 1)
+}
+
+/// This process's rank on its node as its launcher gives it (mpirun's
+/// `OMPI_COMM_WORLD_LOCAL_RANK`, PMIx's `PMIX_LOCAL_RANK`), else its pid.
+fn node_rank() -> u32 {
+    static RANK: OnceLock<u32> = OnceLock::new();
+    *RANK.get_or_init(|| {
+        ["OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok()?.parse().ok())
+            .unwrap_or_else(std::process::id)
+    })
 }
 
 impl Default for Contention {
@@ -216,23 +288,23 @@ mod tests {
     #[test]
     fn switches_find_the_core_shared_and_quiet_yields_do_not() {
         let c = Contention::new();
-        assert!(!c.yielded(true) && !c.yielded(true));
-        assert!(c.yielded(true), "three switches in a row: shared");
+        assert!(!c.yielded(true, |_| Aside::Nowhere) && !c.yielded(true, |_| Aside::Nowhere));
+        assert!(c.yielded(true, |_| Aside::Nowhere), "three switches in a row: shared");
         assert!(c.shared());
 
         let c = Contention::new();
         for _ in 0..1000 {
-            assert!(!c.yielded(false));
+            assert!(!c.yielded(false, |_| Aside::Nowhere));
         }
         // A switch now and then among quiet yields (a daemon) never adds up.
         for i in 0..1000 {
-            assert!(!c.yielded(i % 3 == 0), "at {i}");
+            assert!(!c.yielded(i % 3 == 0, |_| Aside::Nowhere), "at {i}");
         }
         assert!(!c.shared());
         // As often as beside a busy loop here (about 1 in 3, with quiet
         // yields between): the score still climbs.
         let c = Contention::new();
-        let found = (0..200).any(|i| c.yielded(i % 3 != 2));
+        let found = (0..200).any(|i| c.yielded(i % 3 != 2, |_| Aside::Nowhere));
         assert!(found && c.shared());
     }
 
@@ -268,7 +340,7 @@ mod tests {
         assert_eq!(c.after_pass(false, Waiting::OwnCore), PassStep::Nothing);
         // Shared: every idle pass yields; a stretch is one look.
         (0..3).for_each(|_| {
-            c.yielded(true);
+            c.yielded(true, |_| Aside::Nowhere);
         });
         assert!(steps(&c, 10).iter().all(|&x| x == PassStep::Yield));
         assert_eq!(c.left.load(Relaxed), SHARED_LOOKS, "no new stretch, no look");
@@ -279,13 +351,57 @@ mod tests {
         assert_eq!(c.after_pass(false, Waiting::Nothing), PassStep::Nothing);
     }
 
+    /// Where the thread could move, the first `MOVE_TRIES` findings are let
+    /// go, each a try numbered from 0, and the next is kept; after the
+    /// finding's term the tries begin anew. Where it could not, a finding
+    /// is kept at once. Moves are counted, and news of them and of a kept
+    /// finding is given once.
+    #[test]
+    fn findings_first_try_to_move() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        // Three switching yields: one finding, which `aside` answers.
+        let find = |c: &Contention, aside: Aside| {
+            (0..3)
+                .map(|_| {
+                    c.yielded(true, |k| {
+                        asked.borrow_mut().push(k);
+                        aside
+                    })
+                })
+                .last()
+                .unwrap()
+        };
+        let c = Contention::new();
+        assert!(!c.news());
+        for (i, aside) in [Aside::Stayed, Aside::Moved, Aside::Stayed].into_iter().enumerate() {
+            assert!(!find(&c, aside) && !c.shared(), "try {i}: let go");
+        }
+        assert_eq!(c.moves(), 1);
+        assert!(c.news() && !c.news(), "a move is news, once");
+        assert!(c.first_move() && !c.first_move());
+        assert!(!c.shared(), "nothing found yet");
+        assert!(find(&c, Aside::Stayed) && c.shared(), "the fourth finding is kept");
+        assert_eq!(*asked.borrow(), [0, 1, 2], "the kept finding asks nothing");
+        assert!(c.news() && c.first_finding());
+        while c.look() {}
+        assert!(!find(&c, Aside::Moved) && !c.shared(), "a new term: tries again");
+        assert_eq!(asked.borrow().last(), Some(&0));
+        assert!(c.news() && !c.first_move(), "a second move is news, but told once");
+
+        let c = Contention::new();
+        asked.borrow_mut().clear();
+        assert!(find(&c, Aside::Nowhere) && c.shared(), "nowhere to go: kept at once");
+        assert_eq!(*asked.borrow(), [0]);
+        assert_eq!(c.moves(), 0);
+    }
+
     /// The finding lasts `SHARED_LOOKS` looks, then the process spins again.
     #[test]
     fn the_finding_runs_out() {
         let c = Contention::new();
         assert!(!c.look());
         (0..3).for_each(|_| {
-            c.yielded(true);
+            c.yielded(true, |_| Aside::Nowhere);
         });
         for i in 0..SHARED_LOOKS {
             assert!(c.look(), "look {i}");

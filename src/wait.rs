@@ -688,7 +688,7 @@ fn wait_by_with<E>(
 /// to run then.
 fn tell_yield(contention: &Contention, policy: WaitPolicy) {
     if policy.adapts && policy.keeps_core() {
-        contention.yielded(contention::yield_and_tell());
+        contention.yielded(contention::yield_and_tell(), contention::step_aside);
     } else {
         std::thread::yield_now();
     }
@@ -860,7 +860,7 @@ mod tests {
         let own = WaitPolicy::for_node(2, 2, false, -1, None);
         let shared = Contention::new();
         (0..3).for_each(|_| {
-            shared.yielded(true);
+            shared.yielded(true, |_| contention::Aside::Nowhere);
         });
         assert!(shared.shared());
         // One poll a round and a yield, no turn in the 3 quiet rounds; then
@@ -871,7 +871,7 @@ mod tests {
         let left = |c: &Contention| (0..).take_while(|_| c.look()).count() as u32;
         let counted = Contention::new();
         (0..3).for_each(|_| {
-            counted.yielded(true);
+            counted.yielded(true, |_| contention::Aside::Nowhere);
         });
         run(&counted, own, 20);
         run(&counted, own, 20);

@@ -68,3 +68,53 @@ fn a_yield_tells_whether_another_task_ran() {
     // more often (about 350 in 1,000 on the test machine).
     assert!(beside > 50 && beside > 4 * alone.max(1), "alone {alone}, beside a busy thread {beside}");
 }
+
+/// `make_room`: a thread whose affinity allows several CPUs moves off the
+/// one it runs on when asked and keeps its affinity; asked to stay, it
+/// stays; pinned to one CPU, it has nowhere to go. On a thread of its own,
+/// whose affinity it changes.
+#[test]
+fn a_thread_makes_room_where_its_affinity_allows() {
+    use mca_coll_hwbarr::shm::sched::{make_room, Aside};
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    let affinity = move || {
+        // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity
+        // gets a valid pointer to it and its size.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(libc::sched_getaffinity(0, size, &mut s), 0);
+            s
+        }
+    };
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = || unsafe { libc::sched_getcpu() };
+    std::thread::spawn(move || {
+        let before = affinity();
+        // SAFETY: CPU_COUNT reads an initialised set.
+        if unsafe { libc::CPU_COUNT(&before) } < 2 {
+            eprintln!("skipped: one CPU allowed");
+            return;
+        }
+        let at = cpu();
+        assert_eq!(make_room(false), Aside::Stayed);
+        for _ in 0..5 {
+            let at = cpu();
+            assert_eq!(make_room(true), Aside::Moved);
+            assert_ne!(cpu(), at, "moved");
+            // SAFETY: CPU_EQUAL reads two initialised sets.
+            assert!(unsafe { libc::CPU_EQUAL(&affinity(), &before) }, "affinity given back");
+        }
+        // Pinned to the CPU it is on: nowhere to go.
+        // SAFETY: zeroed is empty; CPU_SET sets a bit below CPU_SETSIZE;
+        // sched_setaffinity gets a valid pointer to a set of `size` bytes.
+        unsafe {
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(at as usize, &mut one);
+            assert_eq!(libc::sched_setaffinity(0, size, &one), 0);
+        }
+        assert_eq!(make_room(true), Aside::Nowhere);
+        assert_eq!(make_room(false), Aside::Nowhere);
+    })
+    .join()
+    .unwrap();
+}

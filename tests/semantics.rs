@@ -375,6 +375,43 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
     assert!(!job.stderr().contains(FOUND), "{}", job.dump());
 }
 
+/// Ranks that start their barriers on one CPU while their affinity allows
+/// others (an unbound launch sometimes places 2 ranks so, and a rank that
+/// yields to its peer there keeps looking cache-hot to the idle CPU's
+/// balancer): their waits find the CPU shared, and one of them moves its
+/// thread to another CPU (`contention::step_aside`), so that they end
+/// apart, with barriers correct throughout. Needs 2 CPUs; a launcher that
+/// tells the ranks they share the core (the policy does not spin) makes no
+/// finding, and the test then checks the barriers only.
+#[test]
+fn ranks_crowded_on_one_cpu_move_apart() {
+    const MOVED: &str = "moved a waiting thread to another CPU";
+    if cores() < 2 {
+        eprintln!("skipped: one core");
+        return;
+    }
+    let job = board_job_env(2, "line", "crowd", 20_000, &[]);
+    assert!(job.ok(), "{}", job.dump());
+    assert_eq!(job.stdout().matches("crowd OK").count(), 2, "{}", job.dump());
+    if job.stdout().contains("fewer than 2 CPUs allowed") {
+        eprintln!("skipped: the ranks may run on one CPU only\n{}", job.dump());
+        return;
+    }
+    let first = job.stderr().lines().find(|l| l.contains("barriers served by")).map(str::to_owned);
+    if !first.is_some_and(|l| l.contains("waiting by Spin")) {
+        eprintln!("the launcher told the ranks they share the core: no finding needed");
+        return;
+    }
+    assert!(job.stderr().contains(MOVED), "{}", job.dump());
+    let ends: Vec<u32> = job
+        .stdout()
+        .lines()
+        .filter_map(|l| l.split_once("crowd from ").and_then(|(_, r)| word_after(r, " to ")))
+        .collect();
+    assert_eq!(ends.len(), 2, "{}", job.dump());
+    assert_ne!(ends[0], ends[1], "the ranks end on one CPU\n{}", job.dump());
+}
+
 /// `coll_hwbarr_topology auto` at verbosity 3: each rank says once where
 /// it sits in the node's caches and how that was found; on a machine whose
 /// sysfs names L3 caches, 2 unbound ranks are placed from their binding

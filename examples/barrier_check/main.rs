@@ -25,10 +25,12 @@
 //! - `sessions <iters>`: MPI Sessions without MPI_Init: checked barriers on communicators made from groups.
 //! - `first <iters>`: the first barrier on a fresh dup of the kind $HWBARR_FIRST names, then every kind in turn.
 //! - `idle <ms>`: rank 0 computes `ms` ms before a barrier; the others say how much CPU their wait used.
+//! - `crowd <iters>`: the ranks start their barriers on one CPU while others are free: where each ends up.
 
 mod absent;
 mod churn;
 mod connect;
+mod crowd;
 mod die;
 mod first;
 mod idle;
@@ -295,6 +297,7 @@ fn main() {
         "pvar" => pvar::run(&world, arg),
         "first" => first::run(&world, arg),
         "idle" => idle::run(&world, arg),
+        "crowd" => crowd::run(&world, arg),
         "overlap" => overlap::run(&world, arg),
         "absent" => absent::run(&world, arg),
         "lifecycle" => lifecycle::run(&world, arg),

@@ -79,6 +79,11 @@ pub(crate) fn forget<T>(st: *const T) {
 /// says how often progress passes gave the core up.
 pub fn shutdown() {
     let yields = CONTENTION.pass_yields();
+    let moves = CONTENTION.moves();
+    if moves > 0 {
+        let rank = crate::ompi::report::world_rank_label();
+        crate::ompi::report::verbose(2, &format!("world rank {rank}: waits moved this process's threads off a CPU they shared {moves} times"));
+    }
     if yields > 0 {
         let rank = crate::ompi::report::world_rank_label();
         crate::ompi::report::verbose(
@@ -133,11 +138,9 @@ unsafe extern "C" fn progress() -> c_int {
                 CONTENTION.pass_yielded();
             }
             PassStep::YieldAndTell => {
-                let found = CONTENTION.yielded(contention::yield_and_tell());
+                CONTENTION.yielded(contention::yield_and_tell(), contention::step_aside);
                 CONTENTION.pass_yielded();
-                if found {
-                    comm::tell_if_shared();
-                }
+                comm::tell_if_shared();
             }
         }
         events
