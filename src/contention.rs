@@ -36,6 +36,16 @@
 //! core for the scheduler's whole time slice (4 ms a barrier at 2 ranks
 //! under `taskset -c 0`, docs/benchmarks.md).
 //!
+//! A finding may also come from ranks that could each have a CPU but
+//! started on one (an unbound launch places 2 ranks so now and then): two
+//! waiters that yield to each other there both look cache-hot to the idle
+//! CPU's balancer, which leaves them together for 20-50 ms. So the first
+//! `MOVE_TRIES` findings since the last one kept are let go, each a try at
+//! moving (`step_aside`): on try k the process whose rank on the node has
+//! bit k set moves its waiting thread to another CPU its affinity allows,
+//! and both spin on and look anew; a rank whose affinity allows one CPU
+//! only keeps its finding at once.
+//!
 //! Process-wide: the core is the process's, whichever communicator found
 //! it shared. A heuristic, not a protocol: its counters are plain std
 //! atomics (no loom model), and whatever it concludes only changes how a
