@@ -230,6 +230,11 @@ int hwb_job_local_ranks(void)
     return (int) opal_process_info.num_local_peers + 1;
 }
 
+int hwb_job_local_rank(void)
+{
+    return (int) opal_process_info.my_local_rank;
+}
+
 #if OMPI_MAJOR_VERSION < 5
 /* The string 4.1's PMIx layer holds for this process under `key`,
  * malloc'ed, or NULL. */

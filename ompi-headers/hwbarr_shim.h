@@ -71,6 +71,10 @@ int hwb_mpi_thread_multiple(void);
  * peers makes Open MPI assume 1 peer (ompi_rte_init); prte and the
  * singleton runtime give both. */
 int hwb_job_local_ranks(void);
+/* This process's rank among its job's ranks on this node, 0 first
+ * (opal_process_info.my_local_rank, from PMIx; 0 where the runtime set
+ * none, as for a singleton). */
+int hwb_job_local_rank(void);
 /* This process's binding as Open MPI's runtime gives it (its locality
  * string), malloc'ed, or NULL when it has none; free with hwb_free. */
 char *hwb_locality_string(void);

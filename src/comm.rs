@@ -829,6 +829,16 @@ pub fn tell_if_shared() {
 #[inline(never)]
 fn tell_news() {
     let rank = report::world_rank_label();
+    if CONTENTION.first_stuck() {
+        report::verbose(
+            0,
+            &format!(
+                "world rank {rank}: a waiting thread moved off a CPU it shared did not get its CPU affinity \
+                 back (sched_setaffinity refused it twice; a cpuset that changed meanwhile?): it keeps the \
+                 CPUs it had but that one. hwbarr moves no thread again in this process"
+            ),
+        );
+    }
     if CONTENTION.first_move() {
         report::verbose(
             1,

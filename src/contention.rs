@@ -21,7 +21,8 @@
 //! `SHARE_SCORE` turns the process's automatic policy to giving its core
 //! up (`wait::WaitPolicy::given_up`) for its next `SHARED_LOOKS` waits,
 //! after which it spins again and finds out anew (a few long waits, under
-//! a millisecond, per 100,000 waits). Only waits whose policy
+//! a millisecond, per 100,000 waits, and where the thread could move up to
+//! `MOVE_TRIES` more findings, below). Only waits whose policy
 //! was chosen automatically (`WaitPolicy::adapts`) take part; `idle spin`
 //! set by the user is kept.
 //!
@@ -40,7 +41,8 @@
 //! started on one (an unbound launch places 2 ranks so now and then): two
 //! waiters that yield to each other there both look cache-hot to the idle
 //! CPU's balancer, which leaves them together for 20-50 ms. So the first
-//! `MOVE_TRIES` findings since the last one kept are let go, each a try at
+//! `MOVE_TRIES` findings in a row (since the last one kept, each within
+//! `TRIES_FORGOTTEN_MS` of the one before) are let go, each a try at
 //! moving (`step_aside`): on try k the process whose rank on the node has
 //! bit k set moves its waiting thread to another CPU its affinity allows,
 //! and both spin on and look anew; a rank whose affinity allows one CPU
@@ -51,15 +53,26 @@
 //! atomics (no loom model), and whatever it concludes only changes how a
 //! rank waits, never whether a barrier is correct.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
 pub use crate::shm::sched::{yield_and_tell, Aside};
 use std::sync::OnceLock;
 
 /// Score at which the core counts as shared.
 pub const SHARE_SCORE: u32 = 6;
-/// Findings let go, each a try at moving off the CPU, before one is kept.
+/// Findings in a row let go, each a try at moving off the CPU, before one
+/// is kept.
 pub const MOVE_TRIES: u32 = 3;
+/// A finding this long after the last try starts the tries anew: findings
+/// on a shared CPU come about 1 ms apart (3 long waits), so a later one
+/// means the ranks met again after a move that worked.
+const TRIES_FORGOTTEN_MS: u64 = 100;
+
+/// Milliseconds since the process first asked (a finding's clock).
+fn since_start_ms() -> u64 {
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + TRIES_FORGOTTEN_MS
+}
 /// What a yield that switched to another task adds to the score.
 const SWITCH_SCORE: u32 = 2;
 /// Waits (those that get past their first polls) made with the core given
@@ -110,10 +123,16 @@ pub struct Contention {
     /// A finding kept or a move made since the last `news`.
     unsaid: AtomicBool,
     /// Findings let go for a try at moving since the last one kept
-    /// (`yielded`).
+    /// (`yielded`), or 0 if the last try is `TRIES_FORGOTTEN` ago.
     tries: AtomicU32,
+    /// When the last try was (`Clock`), in ms.
+    last_try: AtomicU64,
     /// Tries that moved a thread (said at MPI_Finalize, verbosity 2).
     moves: AtomicU32,
+    /// A move whose thread did not get its affinity back: no more tries.
+    stuck: AtomicBool,
+    /// Whether that was reported already.
+    told_stuck: AtomicBool,
     /// What progress passes write (`Passes`), on lines of their own: a
     /// thread waiting in MPI_Wait writes them on every pass, while other
     /// threads' blocking waits read `left` on every round.
@@ -142,18 +161,27 @@ impl Contention {
             told_move: AtomicBool::new(false),
             unsaid: AtomicBool::new(false),
             tries: AtomicU32::new(0),
+            last_try: AtomicU64::new(0),
             moves: AtomicU32::new(0),
+            stuck: AtomicBool::new(false),
+            told_stuck: AtomicBool::new(false),
             passes: Passes { idle: AtomicU64::new(0), yields: AtomicU64::new(0) },
         }
     }
 
     /// After a long wait's yield: whether it `switched` to another task.
-    /// Returns true when this yield found the core shared.
-    /// The first `MOVE_TRIES` findings since the last one kept are let go
-    /// where the thread could move: each calls `step_aside` with its number
-    /// (0, 1, ...), which may move the thread to another CPU, and the
-    /// process spins on and looks anew.
+    /// Returns true when this yield found the core shared and the finding
+    /// is kept. The first `MOVE_TRIES` findings in a row (since the last
+    /// one kept, each less than `TRIES_FORGOTTEN` after the one before)
+    /// are let go where the thread could move: each calls `step_aside`
+    /// with its number (0, 1, ...), which may move the thread to another
+    /// CPU, and the process spins on and looks anew.
     pub fn yielded(&self, switched: bool, step_aside: impl FnOnce(u32) -> Aside) -> bool {
+        self.yielded_at(switched, since_start_ms, step_aside)
+    }
+
+    /// `yielded`, with the time in ms read from `now` (only at a finding).
+    fn yielded_at(&self, switched: bool, now: impl FnOnce() -> u64, step_aside: impl FnOnce(u32) -> Aside) -> bool {
         let score = if switched {
             self.score.fetch_add(SWITCH_SCORE, Relaxed) + SWITCH_SCORE
         } else {
@@ -164,21 +192,29 @@ impl Contention {
             return false;
         }
         self.score.store(0, Relaxed);
-        let tried = self.tries.load(Relaxed);
-        if tried < MOVE_TRIES {
-            let aside = step_aside(tried);
-            if aside == Aside::Moved {
-                self.moves.fetch_add(1, Relaxed);
-                self.unsaid.store(true, Relaxed);
-            }
-            if aside != Aside::Nowhere {
-                self.tries.store(tried + 1, Relaxed);
-                return false;
+        if !self.stuck.load(Relaxed) {
+            let now = now();
+            let last = self.last_try.load(Relaxed);
+            let tried = if now.saturating_sub(last) >= TRIES_FORGOTTEN_MS { 0 } else { self.tries.load(Relaxed) };
+            if tried < MOVE_TRIES {
+                let aside = step_aside(tried);
+                if matches!(aside, Aside::Moved | Aside::Stuck) {
+                    self.moves.fetch_add(1, Relaxed);
+                    if aside == Aside::Stuck {
+                        self.stuck.store(true, Relaxed);
+                    }
+                    self.unsaid.store(true, Release);
+                }
+                if aside != Aside::Nowhere {
+                    self.tries.store(tried + 1, Relaxed);
+                    self.last_try.store(now, Relaxed);
+                    return false;
+                }
             }
         }
         self.tries.store(0, Relaxed);
         self.left.store(SHARED_LOOKS, Relaxed);
-        self.unsaid.store(true, Relaxed);
+        self.unsaid.store(true, Release);
         true
     }
 
@@ -243,13 +279,19 @@ impl Contention {
     /// one load where nothing happened (every wait asks).
     #[inline]
     pub fn news(&self) -> bool {
-        self.unsaid.load(Relaxed) && self.unsaid.swap(false, Relaxed)
+        self.unsaid.load(Relaxed) && self.unsaid.swap(false, Acquire)
     }
 
     /// True once per process, the first time it is asked after the core
     /// was found shared (a load, and a swap only that once).
     pub fn first_finding(&self) -> bool {
         !self.told.load(Relaxed) && !self.told.swap(true, Relaxed)
+    }
+
+    /// True once per process, the first time it is asked after a move left
+    /// its thread without its affinity (`Aside::Stuck`).
+    pub fn first_stuck(&self) -> bool {
+        self.stuck.load(Relaxed) && !self.told_stuck.swap(true, Relaxed)
     }
 
     /// True once per process, the first time it is asked after a thread
@@ -262,21 +304,29 @@ impl Contention {
 /// A finding's try at ending the sharing (`Contention::yielded`): on try
 /// `k` the thread moves to another CPU if bit `k` of its process's rank on
 /// the node is set. Two ranks on one CPU that both moved would meet again
-/// on the next; numbers that differ in one of their low bits split them.
+/// on the next; numbers that differ in one of their low `MOVE_TRIES` bits
+/// split them. Those that do not (ranks 0 and 8; two jobs, or a spawned
+/// one, whose node ranks repeat; two threads of one process) are not split
+/// by this: they keep their finding after the tries.
 pub fn step_aside(try_number: u32) -> Aside {
     crate::shm::sched::make_room((node_rank() >> try_number.min(31)) & 1 == 1)
 }
 
-/// This process's rank on its node as its launcher gives it (mpirun's
-/// `OMPI_COMM_WORLD_LOCAL_RANK`, PMIx's `PMIX_LOCAL_RANK`), else its pid.
+/// This process's rank on its node (`set_node_rank`); `u32::MAX` until set.
+static NODE_RANK: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Tells `step_aside` this process's rank among its job's ranks on the
+/// node (the runtime's, read once with the node's facts).
+pub fn set_node_rank(rank: u32) {
+    NODE_RANK.store(rank, Relaxed);
+}
+
+/// This process's rank on its node, else its pid.
 fn node_rank() -> u32 {
-    static RANK: OnceLock<u32> = OnceLock::new();
-    *RANK.get_or_init(|| {
-        ["OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok()?.parse().ok())
-            .unwrap_or_else(std::process::id)
-    })
+    match NODE_RANK.load(Relaxed) {
+        u32::MAX => std::process::id(),
+        r => r,
+    }
 }
 
 impl Default for Contention {
@@ -403,6 +453,41 @@ mod tests {
         assert!(find(&c, Aside::Nowhere) && c.shared(), "nowhere to go: kept at once");
         assert_eq!(*asked.borrow(), [0]);
         assert_eq!(c.moves(), 0);
+    }
+
+    /// Tries count in a row: a finding `TRIES_FORGOTTEN_MS` after the last
+    /// try starts them anew (the ranks met again after a move that
+    /// worked). A move that left its thread without its affinity ends the
+    /// tries for good: findings are kept at once, and news of it is given
+    /// once.
+    #[test]
+    fn tries_start_anew_after_a_pause_and_end_when_stuck() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let find = |c: &Contention, at: u64, aside: Aside| {
+            (0..3)
+                .map(|_| {
+                    c.yielded_at(
+                        true,
+                        || at,
+                        |k| {
+                            asked.borrow_mut().push(k);
+                            aside
+                        },
+                    )
+                })
+                .last()
+                .unwrap()
+        };
+        let c = Contention::new();
+        assert!(!find(&c, 1000, Aside::Moved));
+        assert!(!find(&c, 1000 + TRIES_FORGOTTEN_MS - 1, Aside::Stayed), "soon after: the next try");
+        assert!(!find(&c, 1000 + 3 * TRIES_FORGOTTEN_MS, Aside::Moved), "long after: try 0 again");
+        assert!(!find(&c, 1000 + 3 * TRIES_FORGOTTEN_MS, Aside::Stuck));
+        assert_eq!(*asked.borrow(), [0, 1, 0, 1]);
+        assert_eq!(c.moves(), 3);
+        assert!(c.news() && c.first_stuck() && !c.first_stuck());
+        assert!(find(&c, 1000 + 9 * TRIES_FORGOTTEN_MS, Aside::Moved) && c.shared(), "stuck: kept at once");
+        assert_eq!(asked.borrow().len(), 4, "no try once stuck");
     }
 
     /// The finding lasts `SHARED_LOOKS` looks, then the process spins again.

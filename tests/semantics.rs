@@ -310,20 +310,8 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
         std::thread::spawn(move || {
             // The launcher and the ranks inherit this thread's mask: the
             // first CPU it may run on.
-            // SAFETY: zeroed cpu_set_t values are empty sets; the libc calls
-            // get valid pointers to them and their size.
-            let pinned = unsafe {
-                let size = std::mem::size_of::<libc::cpu_set_t>();
-                let mut allowed: libc::cpu_set_t = std::mem::zeroed();
-                let cpu = (libc::sched_getaffinity(0, size, &mut allowed) == 0)
-                    .then(|| (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &allowed)))
-                    .flatten();
-                cpu.is_some_and(|c| {
-                    let mut one: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(c, &mut one);
-                    libc::sched_setaffinity(0, size, &one) == 0
-                })
-            };
+            use mca_coll_hwbarr::shm::sched;
+            let pinned = sched::affinity().and_then(|set| sched::cpus(&set).next()).is_some_and(sched::pin_to);
             if !pinned {
                 return None;
             }
@@ -379,8 +367,8 @@ fn ranks_confined_to_one_cpu_find_their_core_shared() {
 /// others (an unbound launch sometimes places 2 ranks so, and a rank that
 /// yields to its peer there keeps looking cache-hot to the idle CPU's
 /// balancer): their waits find the CPU shared, and one of them moves its
-/// thread to another CPU (`contention::step_aside`), so that they end
-/// apart, with barriers correct throughout. Needs 2 CPUs; a launcher that
+/// thread to another CPU (`contention::step_aside`) and says so, with
+/// barriers correct throughout. Needs 2 CPUs; a launcher that
 /// tells the ranks they share the core (the policy does not spin) makes no
 /// finding, and the test then checks the barriers only.
 #[test]
@@ -403,13 +391,11 @@ fn ranks_crowded_on_one_cpu_move_apart() {
         return;
     }
     assert!(job.stderr().contains(MOVED), "{}", job.dump());
-    let ends: Vec<u32> = job
-        .stdout()
-        .lines()
-        .filter_map(|l| l.split_once("crowd from ").and_then(|(_, r)| word_after(r, " to ")))
-        .collect();
-    assert_eq!(ends.len(), 2, "{}", job.dump());
-    assert_ne!(ends[0], ends[1], "the ranks end on one CPU\n{}", job.dump());
+    // Where they end is the scheduler's (it may bring them together again
+    // on a busy machine): said, not checked.
+    let out = job.stdout();
+    let ends: Vec<&str> = out.lines().filter(|l| l.contains("crowd from ")).collect();
+    eprintln!("{}", ends.join("; "));
 }
 
 /// `coll_hwbarr_topology auto` at verbosity 3: each rank says once where

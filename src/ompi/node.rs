@@ -30,6 +30,9 @@ pub static NODE: LazyLock<NodeFacts> = LazyLock::new(|| {
     let open_mpi = usize::try_from(unsafe { ffi::hwb_job_local_ranks() }).ok();
     let launcher = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE").ok().and_then(|s| s.parse().ok());
     let local_ranks = job_local_ranks(open_mpi, launcher);
+    // SAFETY: as above, a number the runtime's init set.
+    let local_rank = unsafe { ffi::hwb_job_local_rank() };
+    crate::contention::set_node_rank(u32::try_from(local_rank).unwrap_or(0));
     let cores = cores_online();
     let place = own_place(local_ranks <= cores);
     NodeFacts {

@@ -22,59 +22,96 @@ fn involuntary_switches() -> Option<libc::c_long> {
     (r == 0).then(|| unsafe { u.assume_init() }.ru_nivcsw)
 }
 
+/// This thread's CPU affinity (None if the kernel will not say: more CPUs
+/// than a `cpu_set_t` holds).
+pub fn affinity() -> Option<libc::cpu_set_t> {
+    // SAFETY: a cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes at most the given size into `set`.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    (r == 0).then_some(set)
+}
+
+/// Sets this thread's CPU affinity; whether the kernel took it.
+pub fn set_affinity(set: &libc::cpu_set_t) -> bool {
+    // SAFETY: `set` is an initialised set of the size given.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) == 0 }
+}
+
+/// The CPUs in `set`, lowest first.
+pub fn cpus(set: &libc::cpu_set_t) -> impl Iterator<Item = usize> + '_ {
+    // SAFETY: CPU_ISSET reads the set, at indices below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize).filter(move |&c| unsafe { libc::CPU_ISSET(c, set) })
+}
+
+/// Pins this thread to `cpu`; whether the kernel took it.
+pub fn pin_to(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: a cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sets a bit below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    set_affinity(&one)
+}
+
+/// The CPU this thread runs on (None if the kernel will not say).
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no preconditions.
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
 /// What a thread asked to make room (`make_room`) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Aside {
     /// Its affinity allows no other CPU (or the kernel would not say).
     Nowhere,
-    /// It could have moved and was not asked to.
+    /// It could have moved and was not asked to, or the kernel refused.
     Stayed,
     /// It moved to another CPU.
     Moved,
+    /// It moved, and the kernel would not give it its affinity back: it
+    /// keeps the set without the CPU it left.
+    Stuck,
 }
 
 /// Where this thread's affinity allows another CPU than the one it runs
-/// on: moves it there if `go` (the kernel picks which CPU), and gives it
-/// its affinity back. Two ranks that take turns on one CPU by yielding
-/// stay there while another CPU idles: each ran a moment ago, so the idle
-/// CPU's balancer takes both for cache-hot and leaves them (20-50 ms
-/// measured here, where a spinner's peer, kept waiting a whole time slice,
-/// is taken over within a few), and a nap does not help either: the
-/// kernel mostly wakes it on the CPU it left.
+/// on: moves it there if `go`, and gives it its affinity back (the set it
+/// read; on kernels that keep a thread's own request, 6.2 and later, the
+/// thread then keeps that set where a cpuset widened later would have
+/// widened it). The kernel picks the CPU (on recent kernels it rotates
+/// through the allowed ones, on older ones it takes the lowest): not
+/// necessarily an idle one where there are more than 2.
+///
+/// Two ranks that take turns on one CPU by yielding stay there while
+/// another CPU idles: each ran a moment ago, so the idle CPU's balancer
+/// takes both for cache-hot and leaves them (20-50 ms measured here, where
+/// a spinner's peer, kept waiting a whole time slice, is taken over within
+/// a few), and a nap does not help either: the kernel mostly wakes it on
+/// the CPU it left.
 pub fn make_room(go: bool) -> Aside {
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: a cpu_set_t is a plain bit array; all zeroes is the empty set.
-    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sched_getaffinity writes at most `size` bytes into `allowed`;
-    // sched_getcpu has no preconditions.
-    let (got, cpu) = unsafe { (libc::sched_getaffinity(0, size, &mut allowed), libc::sched_getcpu()) };
-    let at = match usize::try_from(cpu) {
-        Ok(at) if got == 0 && at < libc::CPU_SETSIZE as usize => at,
-        _ => return Aside::Nowhere,
-    };
-    // SAFETY: CPU_ISSET and CPU_COUNT read the set, `at` is below CPU_SETSIZE.
-    if !unsafe { libc::CPU_ISSET(at, &allowed) } || unsafe { libc::CPU_COUNT(&allowed) } < 2 {
+    let (Some(allowed), Some(at)) = (affinity(), current_cpu()) else { return Aside::Nowhere };
+    // SAFETY: CPU_COUNT reads an initialised set.
+    if !cpus(&allowed).any(|c| c == at) || unsafe { libc::CPU_COUNT(&allowed) } < 2 {
         return Aside::Nowhere;
     }
     if !go {
         return Aside::Stayed;
     }
     let mut elsewhere = allowed;
-    // SAFETY: clears a bit below CPU_SETSIZE.
+    // SAFETY: clears a bit below CPU_SETSIZE (`at` is in the set).
     unsafe { libc::CPU_CLR(at, &mut elsewhere) };
-    // SAFETY: both sets are initialised and `size` bytes long. The first
-    // call moves this thread at once (its CPU is not in the set); the
-    // second gives back the set it had, which holds the CPU it is on now,
-    // so it stays there.
-    let now = unsafe {
-        if libc::sched_setaffinity(0, size, &elsewhere) != 0 {
-            return Aside::Stayed;
-        }
-        let now = libc::sched_getcpu();
-        libc::sched_setaffinity(0, size, &allowed);
-        now
-    };
-    if now >= 0 && now != cpu {
+    // Moves this thread at once: its CPU is not in the set. The set it had
+    // holds the CPU it is on then, so it stays there.
+    if !set_affinity(&elsewhere) {
+        return Aside::Stayed;
+    }
+    let now = current_cpu();
+    if !(set_affinity(&allowed) || set_affinity(&allowed)) {
+        return Aside::Stuck;
+    }
+    if now.is_some_and(|n| n != at) {
         Aside::Moved
     } else {
         Aside::Stayed
