@@ -172,7 +172,8 @@ impl Setting for Option<Idle> {
                    spinning process whose long waits' yields hand its core to other tasks (its ranks confined to fewer \
                    CPUs than they are, another program on its core) yields each round instead, for its next 100000 \
                    waits, then spins and looks again; where its affinity allows other CPUs, the first 3 such findings \
-                   in a row each try moving the waiting thread to another CPU first (one rank of two moves). While an MPI_Ibarrier or persistent barrier is in flight, each \
+                   in a row each try moving the waiting thread to another CPU first (on try k, the rank whose local rank \
+                   has bit k set). While an MPI_Ibarrier or persistent barrier is in flight, each \
                    progress pass of any MPI call (MPI_Wait, MPI_Test...) that finishes none of hwbarr's barriers \
                    yields where the cores are shared (counted, set or found) and Open MPI does not yield itself; \
                    where the core is kept, one pass in 1024 tests it once such passes have run 4096 in a row",
