@@ -40,11 +40,12 @@
 //! A finding may also come from ranks that could each have a CPU but
 //! started on one (an unbound launch places 2 ranks so now and then): two
 //! waiters that yield to each other there both look cache-hot to the idle
-//! CPU's balancer, which leaves them together for 20-50 ms. So the first
+//! CPU's balancer, which leaves them together for 12-57 ms. So the first
 //! `MOVE_TRIES` findings in a row (since the last one kept, each within
 //! `TRIES_FORGOTTEN_MS` of the one before) are let go, each a try at
 //! moving (`step_aside`): on try k the process whose rank on the node has
-//! bit k set moves its waiting thread to another CPU its affinity allows,
+//! bit k set moves its waiting thread to another CPU its affinity allows
+//! (one in its L3 domain where it may: `shm::sched::make_room`),
 //! and both spin on and look anew; a rank whose affinity allows one CPU
 //! only keeps its finding at once.
 //!

@@ -355,6 +355,18 @@ fn allowed_cpus(status: &str) -> Option<Vec<usize>> {
     status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()))
 }
 
+/// The CPUs that share `cpu`'s L3 cache, itself included, as `sysfs`
+/// (`/sys/devices/system/cpu`) lists them for its level-3 cache; None
+/// where it lists none.
+pub fn l3_cpus(sysfs: &Path, cpu: usize) -> Option<Vec<usize>> {
+    let list = (0..8).find_map(|i| {
+        let dir = sysfs.join(format!("cpu{cpu}/cache/index{i}"));
+        let level = std::fs::read_to_string(dir.join("level")).ok()?;
+        (level.trim() == "3").then(|| std::fs::read_to_string(dir.join("shared_cpu_list")).ok()).flatten()
+    })?;
+    cpu_list(list.trim())
+}
+
 /// "0-3,8,10-11" as CPU numbers.
 fn cpu_list(s: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
@@ -424,6 +436,8 @@ mod tests {
             std::fs::create_dir_all(&l3).unwrap();
             std::fs::write(l3.join("level"), "3\n").unwrap();
             std::fs::write(l3.join("id"), format!("{l3_id}\n")).unwrap();
+            let same = (0..8u32).filter(|&o| (cpu(o).0, cpu(o).2) == (package, l3_id));
+            std::fs::write(l3.join("shared_cpu_list"), same.map(|o| o.to_string()).collect::<Vec<_>>().join(",")).unwrap();
             if let Some(n) = node {
                 std::fs::create_dir_all(dir.join(format!("node{n}"))).unwrap();
             }
@@ -435,6 +449,18 @@ mod tests {
     /// and at index 2 on the second package, as machines differ), no NUMA.
     fn fake_sysfs() -> std::path::PathBuf {
         sysfs_tree("plain", |c| (c / 4, if c < 4 { 3 } else { 2 }, (c / 2) % 2, None))
+    }
+
+    /// The CPUs sharing a CPU's L3, whatever the L3's index; none where
+    /// sysfs has no L3.
+    #[test]
+    fn l3_cpus_from_sysfs() {
+        let sys = fake_sysfs();
+        assert_eq!(l3_cpus(&sys, 0), Some(vec![0, 1]));
+        assert_eq!(l3_cpus(&sys, 3), Some(vec![2, 3]));
+        assert_eq!(l3_cpus(&sys, 6), Some(vec![6, 7]), "L3 at index 2");
+        assert_eq!(l3_cpus(&sys, 8), None, "no such CPU");
+        assert_eq!(l3_cpus(&sys.join("nothing"), 0), None);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! and the protocol by which waiters sleep and releasers wake them without
 //! a lost wake-up (`sleep`, model-checked by `tests/loom_sleep.rs`), the
 //! trial that picks the line barrier's fastest line (`line_pick`), the
-//! segments a process keeps for its next communicators (`kept`), and a
-//! yield that tells whether another task ran (`sched`).
+//! segments a process keeps for its next communicators (`kept`), and the
+//! scheduler as a waiter meets it: a yield that tells whether another task
+//! ran, a thread that makes room on a CPU it shares (`sched`).
 
 pub mod futex;
 #[cfg(not(loom))]

@@ -76,20 +76,36 @@ pub enum Aside {
     Stuck,
 }
 
+/// Where a thread on CPU `at` may go of the CPUs it is `allowed`: those
+/// that share its L3 cache (`near`, itself included), so that a barrier's
+/// lines still pass within one cache; all the others if none of them is
+/// allowed.
+fn room(allowed: &[usize], at: usize, near: Option<&[usize]>) -> Vec<usize> {
+    let others = || allowed.iter().copied().filter(move |&c| c != at);
+    let close: Vec<usize> = others().filter(|c| near.is_some_and(|n| n.contains(c))).collect();
+    if close.is_empty() {
+        others().collect()
+    } else {
+        close
+    }
+}
+
 /// Where this thread's affinity allows another CPU than the one it runs
-/// on: moves it there if `go`, and gives it its affinity back (the set it
-/// read; on kernels that keep a thread's own request, 6.2 and later, the
-/// thread then keeps that set where a cpuset widened later would have
-/// widened it). The kernel picks the CPU (on recent kernels it rotates
-/// through the allowed ones, on older ones it takes the lowest): not
-/// necessarily an idle one where there are more than 2.
+/// on: moves it there if `go`, to one that shares its L3 cache if it may
+/// (`room`), and gives it its affinity back (the set it read; on kernels
+/// that keep a thread's own request, 6.2 and later, the thread then keeps
+/// that set where a cpuset widened later would have widened it). The
+/// kernel picks the CPU among those (on recent kernels it rotates through
+/// them, on older ones it takes the lowest): not necessarily an idle one
+/// where there are more than one.
 ///
 /// Two ranks that take turns on one CPU by yielding stay there while
 /// another CPU idles: each ran a moment ago, so the idle CPU's balancer
-/// takes both for cache-hot and leaves them (20-50 ms measured here, where
-/// a spinner's peer, kept waiting a whole time slice, is taken over within
-/// a few), and a nap does not help either: the kernel mostly wakes it on
-/// the CPU it left.
+/// takes both for cache-hot and leaves them (12-57 ms measured here; two
+/// processes that spin instead, 4-26 ms), and a nap did not help inside
+/// MPI launches: the kernel woke
+/// every napping rank on the CPU it left (docs/benchmarks.md, "Ranks that
+/// start on one CPU").
 pub fn make_room(go: bool) -> Aside {
     let (Some(allowed), Some(at)) = (affinity(), current_cpu()) else { return Aside::Nowhere };
     // SAFETY: CPU_COUNT reads an initialised set.
@@ -99,9 +115,14 @@ pub fn make_room(go: bool) -> Aside {
     if !go {
         return Aside::Stayed;
     }
-    let mut elsewhere = allowed;
-    // SAFETY: clears a bit below CPU_SETSIZE (`at` is in the set).
-    unsafe { libc::CPU_CLR(at, &mut elsewhere) };
+    let near = crate::topology::l3_cpus(std::path::Path::new("/sys/devices/system/cpu"), at);
+    let to = room(&cpus(&allowed).collect::<Vec<_>>(), at, near.as_deref());
+    // SAFETY: a cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut elsewhere: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for c in to {
+        // SAFETY: sets a bit below CPU_SETSIZE (`c` came from a set).
+        unsafe { libc::CPU_SET(c, &mut elsewhere) };
+    }
     // Moves this thread at once: its CPU is not in the set. The set it had
     // holds the CPU it is on then, so it stays there.
     if !set_affinity(&elsewhere) {
@@ -115,5 +136,23 @@ pub fn make_room(go: bool) -> Aside {
         Aside::Moved
     } else {
         Aside::Stayed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::room;
+
+    /// A thread moves within its L3 where it may, else anywhere allowed;
+    /// never to the CPU it is on.
+    #[test]
+    fn room_keeps_to_the_l3() {
+        let all: Vec<usize> = (0..8).collect();
+        assert_eq!(room(&all, 2, Some(&[2, 3])), [3]);
+        assert_eq!(room(&all, 2, Some(&[0, 1, 2, 3])), [0, 1, 3]);
+        assert_eq!(room(&all, 2, Some(&[2])), [0, 1, 3, 4, 5, 6, 7], "alone in its L3");
+        assert_eq!(room(&all, 2, None), [0, 1, 3, 4, 5, 6, 7], "no L3 known");
+        assert_eq!(room(&[2, 6], 2, Some(&[2, 3])), [6], "its L3's other CPU not allowed");
+        assert_eq!(room(&[0, 1], 1, Some(&[0, 1])), [0]);
     }
 }

@@ -1,3 +1,10 @@
+/* nap <mode> <us>: two processes start on CPU 0 with CPUs 0 and 1 allowed (pinned, then
+ * unpinned: they stay on CPU 0 until the kernel moves them) and loop, each saying when it first
+ * runs on another CPU than the one it started on (or that it did not within 200 ms).
+ * mode 1: each loop turn yields (sched_yield), as hwbarr's waiters on a core found shared do;
+ * mode 2: as 1, and after 1,000 turns each sleeps <us> once and says where it woke;
+ * mode 3: no yield, a spin loop, as a spinning barrier's waiters do.
+ * Build: gcc -O2 nap.c -o nap */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdio.h>
