@@ -72,8 +72,8 @@ int hwb_mpi_thread_multiple(void);
  * singleton runtime give both. */
 int hwb_job_local_ranks(void);
 /* This process's rank among its job's ranks on this node, 0 first
- * (opal_process_info.my_local_rank, from PMIx; 0 where the runtime set
- * none, as for a singleton). */
+ * (opal_process_info.my_local_rank, from PMIx; int32 on 4.1, uint16 on
+ * 5.0 and 6.0, where a singleton gets 0). */
 int hwb_job_local_rank(void);
 /* This process's binding as Open MPI's runtime gives it (its locality
  * string), malloc'ed, or NULL when it has none; free with hwb_free. */

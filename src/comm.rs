@@ -815,9 +815,10 @@ impl<P: P2p> Comm<P> {
 
 /// Once per process each, the first time a wait found its core shared
 /// and the first time one moved its thread off a shared CPU
-/// (`contention`): says so at verbosity 1. After every wait, and after a
-/// progress pass that tested the core: one load where there is nothing
-/// to say.
+/// (`contention`): says so at verbosity 1; a moved thread that did not
+/// get its affinity back, always (verbosity 0). After every wait, and
+/// after a progress pass that tested the core: one load where there is
+/// nothing to say.
 #[inline]
 pub fn tell_if_shared() {
     if CONTENTION.news() {
@@ -834,8 +835,9 @@ fn tell_news() {
             0,
             &format!(
                 "world rank {rank}: a waiting thread moved off a CPU it shared did not get its CPU affinity \
-                 back (sched_setaffinity refused it twice; a cpuset that changed meanwhile?): it keeps the \
-                 CPUs it had but that one. hwbarr moves no thread again in this process"
+                 back (sched_setaffinity refused it twice; a cpuset that changed meanwhile?): it keeps only \
+                 the CPUs it was moved among (those of its L3 cache where it had any). hwbarr moves no \
+                 thread again in this process"
             ),
         );
     }

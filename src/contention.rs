@@ -68,11 +68,13 @@ pub const MOVE_TRIES: u32 = 3;
 /// on a shared CPU come about 1 ms apart (3 long waits), so a later one
 /// means the ranks met again after a move that worked.
 const TRIES_FORGOTTEN_MS: u64 = 100;
+/// Findings let go, however far apart, before one is kept.
+const MAX_LET_GO: u32 = 3 * MOVE_TRIES;
 
-/// Milliseconds since the process first asked (a finding's clock).
+/// Milliseconds since a finding first asked (a finding's clock).
 fn since_start_ms() -> u64 {
     static START: OnceLock<std::time::Instant> = OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + TRIES_FORGOTTEN_MS
+    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64
 }
 /// What a yield that switched to another task adds to the score.
 const SWITCH_SCORE: u32 = 2;
@@ -123,11 +125,13 @@ pub struct Contention {
     told_move: AtomicBool,
     /// A finding kept or a move made since the last `news`.
     unsaid: AtomicBool,
-    /// Findings let go for a try at moving since the last one kept
-    /// (`yielded`), or 0 if the last try is `TRIES_FORGOTTEN` ago.
+    /// Tries in a row (`yielded`): read as 0 once the last try is
+    /// `TRIES_FORGOTTEN_MS` ago.
     tries: AtomicU32,
-    /// When the last try was (`Clock`), in ms.
+    /// When the last try was (`since_start_ms`).
     last_try: AtomicU64,
+    /// Findings let go since the last one kept, however far apart.
+    let_go: AtomicU32,
     /// Tries that moved a thread (said at MPI_Finalize, verbosity 2).
     moves: AtomicU32,
     /// A move whose thread did not get its affinity back: no more tries.
@@ -163,6 +167,7 @@ impl Contention {
             unsaid: AtomicBool::new(false),
             tries: AtomicU32::new(0),
             last_try: AtomicU64::new(0),
+            let_go: AtomicU32::new(0),
             moves: AtomicU32::new(0),
             stuck: AtomicBool::new(false),
             told_stuck: AtomicBool::new(false),
@@ -176,7 +181,10 @@ impl Contention {
     /// one kept, each less than `TRIES_FORGOTTEN` after the one before)
     /// are let go where the thread could move: each calls `step_aside`
     /// with its number (0, 1, ...), which may move the thread to another
-    /// CPU, and the process spins on and looks anew.
+    /// CPU, and the process spins on and looks anew. Tries far apart start
+    /// at 0 again (the ranks met again after a move that worked), but no
+    /// more than `MAX_LET_GO` findings in all are let go before one is
+    /// kept: a rank whose number says stay would else never keep one.
     pub fn yielded(&self, switched: bool, step_aside: impl FnOnce(u32) -> Aside) -> bool {
         self.yielded_at(switched, since_start_ms, step_aside)
     }
@@ -193,7 +201,7 @@ impl Contention {
             return false;
         }
         self.score.store(0, Relaxed);
-        if !self.stuck.load(Relaxed) {
+        if !self.stuck.load(Relaxed) && self.let_go.load(Relaxed) < MAX_LET_GO {
             let now = now();
             let last = self.last_try.load(Relaxed);
             let tried = if now.saturating_sub(last) >= TRIES_FORGOTTEN_MS { 0 } else { self.tries.load(Relaxed) };
@@ -209,11 +217,13 @@ impl Contention {
                 if aside != Aside::Nowhere {
                     self.tries.store(tried + 1, Relaxed);
                     self.last_try.store(now, Relaxed);
+                    self.let_go.fetch_add(1, Relaxed);
                     return false;
                 }
             }
         }
         self.tries.store(0, Relaxed);
+        self.let_go.store(0, Relaxed);
         self.left.store(SHARED_LOOKS, Relaxed);
         self.unsaid.store(true, Release);
         true
@@ -420,14 +430,19 @@ mod tests {
     #[test]
     fn findings_first_try_to_move() {
         let asked = std::cell::RefCell::new(Vec::new());
-        // Three switching yields: one finding, which `aside` answers.
+        // Three switching yields: one finding, which `aside` answers; all
+        // at one time, so that the tries run in a row.
         let find = |c: &Contention, aside: Aside| {
             (0..3)
                 .map(|_| {
-                    c.yielded(true, |k| {
-                        asked.borrow_mut().push(k);
-                        aside
-                    })
+                    c.yielded_at(
+                        true,
+                        || 1000,
+                        |k| {
+                            asked.borrow_mut().push(k);
+                            aside
+                        },
+                    )
                 })
                 .last()
                 .unwrap()
@@ -458,9 +473,9 @@ mod tests {
 
     /// Tries count in a row: a finding `TRIES_FORGOTTEN_MS` after the last
     /// try starts them anew (the ranks met again after a move that
-    /// worked). A move that left its thread without its affinity ends the
-    /// tries for good: findings are kept at once, and news of it is given
-    /// once.
+    /// worked), up to `MAX_LET_GO` findings let go in all. A move that left
+    /// its thread without its affinity ends the tries for good: findings
+    /// are kept at once, and news of it is given once.
     #[test]
     fn tries_start_anew_after_a_pause_and_end_when_stuck() {
         let asked = std::cell::RefCell::new(Vec::new());
@@ -489,6 +504,17 @@ mod tests {
         assert!(c.news() && c.first_stuck() && !c.first_stuck());
         assert!(find(&c, 1000 + 9 * TRIES_FORGOTTEN_MS, Aside::Moved) && c.shared(), "stuck: kept at once");
         assert_eq!(asked.borrow().len(), 4, "no try once stuck");
+
+        // A rank told to stay, whose findings come far apart: each is try
+        // 0, but after `MAX_LET_GO` of them one is kept.
+        let c = Contention::new();
+        asked.borrow_mut().clear();
+        for i in 0..MAX_LET_GO as u64 {
+            assert!(!find(&c, (i + 1) * 10 * TRIES_FORGOTTEN_MS, Aside::Stayed));
+        }
+        assert!(asked.borrow().iter().all(|&k| k == 0));
+        assert!(find(&c, 1000 * TRIES_FORGOTTEN_MS, Aside::Stayed) && c.shared(), "kept after the most let go");
+        assert_eq!(asked.borrow().len(), MAX_LET_GO as usize);
     }
 
     /// The finding lasts `SHARED_LOOKS` looks, then the process spins again.

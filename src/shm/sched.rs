@@ -72,7 +72,7 @@ pub enum Aside {
     /// It moved to another CPU.
     Moved,
     /// It moved, and the kernel would not give it its affinity back: it
-    /// keeps the set without the CPU it left.
+    /// keeps only the CPUs it was moved among (`room`).
     Stuck,
 }
 
@@ -115,7 +115,11 @@ pub fn make_room(go: bool) -> Aside {
     if !go {
         return Aside::Stayed;
     }
+    // (Under loom, whose models never get here, `topology` is not built.)
+    #[cfg(not(loom))]
     let near = crate::topology::l3_cpus(std::path::Path::new("/sys/devices/system/cpu"), at);
+    #[cfg(loom)]
+    let near: Option<Vec<usize>> = None;
     let to = room(&cpus(&allowed).collect::<Vec<_>>(), at, near.as_deref());
     // SAFETY: a cpu_set_t is a plain bit array; all zeroes is the empty set.
     let mut elsewhere: libc::cpu_set_t = unsafe { std::mem::zeroed() };
