@@ -422,6 +422,23 @@ mod tests {
         assert_eq!(c.after_pass(false, Waiting::Nothing), PassStep::Nothing);
     }
 
+    /// Three switching yields at time `at`: one finding, whose try (if it
+    /// makes one) `aside` answers and `asked` records. Whether it was kept.
+    fn finding(c: &Contention, at: u64, aside: Aside, asked: &std::cell::RefCell<Vec<u32>>) -> bool {
+        let mut kept = false;
+        for _ in 0..3 {
+            kept = c.yielded_at(
+                true,
+                || at,
+                |k| {
+                    asked.borrow_mut().push(k);
+                    aside
+                },
+            );
+        }
+        kept
+    }
+
     /// Where the thread could move, the first `MOVE_TRIES` findings are let
     /// go, each a try numbered from 0, and the next is kept; after the
     /// finding's term the tries begin anew. Where it could not, a finding
@@ -430,23 +447,8 @@ mod tests {
     #[test]
     fn findings_first_try_to_move() {
         let asked = std::cell::RefCell::new(Vec::new());
-        // Three switching yields: one finding, which `aside` answers; all
-        // at one time, so that the tries run in a row.
-        let find = |c: &Contention, aside: Aside| {
-            (0..3)
-                .map(|_| {
-                    c.yielded_at(
-                        true,
-                        || 1000,
-                        |k| {
-                            asked.borrow_mut().push(k);
-                            aside
-                        },
-                    )
-                })
-                .last()
-                .unwrap()
-        };
+        // All at one time, so that the tries run in a row.
+        let find = |c: &Contention, aside: Aside| finding(c, 1000, aside, &asked);
         let c = Contention::new();
         assert!(!c.news());
         for (i, aside) in [Aside::Stayed, Aside::Moved, Aside::Stayed].into_iter().enumerate() {
@@ -479,21 +481,7 @@ mod tests {
     #[test]
     fn tries_start_anew_after_a_pause_and_end_when_stuck() {
         let asked = std::cell::RefCell::new(Vec::new());
-        let find = |c: &Contention, at: u64, aside: Aside| {
-            (0..3)
-                .map(|_| {
-                    c.yielded_at(
-                        true,
-                        || at,
-                        |k| {
-                            asked.borrow_mut().push(k);
-                            aside
-                        },
-                    )
-                })
-                .last()
-                .unwrap()
-        };
+        let find = |c: &Contention, at: u64, aside: Aside| finding(c, at, aside, &asked);
         let c = Contention::new();
         assert!(!find(&c, 1000, Aside::Moved));
         assert!(!find(&c, 1000 + TRIES_FORGOTTEN_MS - 1, Aside::Stayed), "soon after: the next try");
