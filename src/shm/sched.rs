@@ -1,6 +1,7 @@
 //! The scheduler as a waiter meets it: a yield that tells whether it
 //! handed the core to another task (the `contention` module counts them to
-//! find a core the rank shares).
+//! find a core the rank shares), and a thread that makes room on a CPU it
+//! shares by moving to another its affinity allows (`make_room`).
 
 /// Yields the core; whether another task ran meanwhile (this thread's
 /// involuntary context switches went up).
@@ -103,9 +104,8 @@ fn room(allowed: &[usize], at: usize, near: Option<&[usize]>) -> Vec<usize> {
 /// another CPU idles: each ran a moment ago, so the idle CPU's balancer
 /// takes both for cache-hot and leaves them (12-57 ms measured here; two
 /// processes that spin instead, 4-26 ms), and a nap did not help inside
-/// MPI launches: the kernel woke
-/// every napping rank on the CPU it left (docs/benchmarks.md, "Ranks that
-/// start on one CPU").
+/// MPI launches: the kernel woke every napping rank on the CPU it left
+/// (docs/benchmarks.md, "Ranks that start on one CPU").
 pub fn make_room(go: bool) -> Aside {
     let (Some(allowed), Some(at)) = (affinity(), current_cpu()) else { return Aside::Nowhere };
     // SAFETY: CPU_COUNT reads an initialised set.
